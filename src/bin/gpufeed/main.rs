@@ -1,0 +1,78 @@
+//! `gpufeed`: benchmark the pipeline on a dataset, or check a dataset's files.
+
+mod bench;
+mod scan;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use gpufeed::Device;
+
+#[derive(Parser)]
+#[command(
+    name = "gpufeed",
+    version,
+    about = "Image batches for GPU training, fast"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the pipeline over a dataset and report throughput and stage times.
+    Bench(bench::Args),
+    /// Read, parse and decode every JPEG under a folder; list the bad ones.
+    /// Exit code 0 when all decode, 1 otherwise.
+    Scan(scan::Args),
+}
+
+/// `cpu`, `auto`, `cuda` or `cuda:N`.
+fn parse_device(s: &str) -> anyhow::Result<Device> {
+    Ok(match s {
+        "cpu" => Device::Cpu,
+        "auto" => Device::Auto,
+        "cuda" => Device::Cuda(0),
+        _ => match s.strip_prefix("cuda:") {
+            Some(n) => Device::Cuda(n.parse().context("device index after `cuda:`")?),
+            None => bail!("unknown device {s:?}: expected cpu, auto, cuda or cuda:N"),
+        },
+    })
+}
+
+/// The dataset given, or the sample set shipped in the repository.
+fn data_or_sample(data: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(d) = data {
+        if !d.exists() {
+            bail!("dataset folder {} does not exist", d.display());
+        }
+        return Ok(d);
+    }
+    for candidate in [
+        PathBuf::from("data/sample"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample"),
+    ] {
+        if candidate.is_dir() {
+            return Ok(candidate);
+        }
+    }
+    bail!("no DATA given and the repository's data/sample was not found")
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Scan(args) => scan::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gpufeed: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! `gpufeed scan`: the checks the pipeline does, on every file, with a report.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gpufeed::decode::{CpuDecoder, Image};
+use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
+use gpufeed::{SampleError, Source};
+use serde_json::json;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder to scan recursively (files with a .jpg/.jpeg/.jpe/.jfif name).
+    data: PathBuf,
+    /// Refuse images with more pixels than this.
+    #[arg(long, default_value_t = DEFAULT_MAX_PIXELS)]
+    max_pixels: u64,
+    /// A file still decoding after this many seconds is reported as a
+    /// timeout.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The file a scan thread is on, and since when.
+type Busy = Mutex<Option<(usize, Instant)>>;
+
+/// What became of one file.
+enum Outcome {
+    Decoded,
+    Failed(SampleError),
+}
+
+fn check(
+    path: &std::path::Path,
+    max_pixels: u64,
+    dec: &mut CpuDecoder,
+    img: &mut Image,
+) -> Outcome {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Outcome::Failed(SampleError::Read(e)),
+    };
+    let result = parse_header(&bytes, max_pixels).and_then(|h| dec.decode(&bytes, &h, img));
+    match result {
+        Ok(()) => Outcome::Decoded,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.data.exists() {
+        anyhow::bail!("{} does not exist", args.data.display());
+    }
+    let files: Vec<PathBuf> = Source::recursive(&args.data)?
+        .samples()
+        .iter()
+        .map(|s| s.path.clone())
+        .collect();
+    let threads = args
+        .threads
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
+    for i in 0..files.len() {
+        work_tx.send(i).expect("receiver alive");
+    }
+    drop(work_tx);
+    let files = Arc::new(files);
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Outcome)>();
+    // What each thread is working on, for the timeout watchdog below.
+    let busy: Arc<Vec<Busy>> = Arc::new((0..threads).map(|_| Mutex::new(None)).collect());
+    for t in 0..threads {
+        let (files, work_rx, done_tx, busy) = (
+            files.clone(),
+            work_rx.clone(),
+            done_tx.clone(),
+            busy.clone(),
+        );
+        let max_pixels = args.max_pixels;
+        std::thread::spawn(move || {
+            let mut dec = CpuDecoder::new(true);
+            let mut img = Image::default();
+            for i in work_rx {
+                *busy[t].lock().expect("not poisoned") = Some((i, Instant::now()));
+                let outcome = check(&files[i], max_pixels, &mut dec, &mut img);
+                *busy[t].lock().expect("not poisoned") = None;
+                if done_tx.send((i, outcome)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(done_tx);
+
+    let timeout = Duration::from_secs(args.timeout);
+    let mut outcomes: BTreeMap<usize, Result<(), String>> = BTreeMap::new();
+    let mut timed_out = Vec::new();
+    while outcomes.len() + timed_out.len() < files.len() {
+        match done_rx.recv_timeout(Duration::from_millis(200)) {
+            Ok((i, o)) => {
+                let r = match o {
+                    Outcome::Decoded => Ok(()),
+                    Outcome::Failed(e) => Err(format!("{} ({})", e, e.kind().name())),
+                };
+                if !args.json {
+                    if let Err(msg) = &r {
+                        println!("BAD {}: {msg}", files[i].display());
+                    }
+                }
+                outcomes.insert(i, r);
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+        for slot in busy.iter() {
+            let mut slot = slot.lock().expect("not poisoned");
+            if let Some((i, since)) = *slot {
+                if since.elapsed() > timeout {
+                    if !args.json {
+                        println!(
+                            "BAD {}: no result after {}s (timeout)",
+                            files[i].display(),
+                            args.timeout
+                        );
+                    }
+                    timed_out.push(i);
+                    // The thread is stuck on this file; it is not waited for.
+                    *slot = None;
+                }
+            }
+        }
+    }
+    let decoded = outcomes.values().filter(|r| r.is_ok()).count();
+    let failed = outcomes.len() - decoded;
+    if args.json {
+        let bad: Vec<_> = outcomes
+            .iter()
+            .filter_map(|(i, r)| {
+                r.as_ref()
+                    .err()
+                    .map(|m| json!({"path": files[*i], "error": m}))
+            })
+            .chain(
+                timed_out
+                    .iter()
+                    .map(|i| json!({"path": files[*i], "error": "timeout"})),
+            )
+            .collect();
+        let out = json!({
+            "data": args.data, "files": files.len(), "decoded": decoded,
+            "errors": failed, "timeouts": timed_out.len(), "bad": bad,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "{} files: {decoded} decoded, {failed} typed errors, {} timeouts",
+            files.len(),
+            timed_out.len()
+        );
+    }
+    let all_good = failed == 0 && timed_out.is_empty();
+    if !timed_out.is_empty() {
+        // Threads stuck in a decode cannot be joined; leave without them.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(1);
+    }
+    Ok(if all_good {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

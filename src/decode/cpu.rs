@@ -1,0 +1,162 @@
+//! CPU JPEG decode with `zune-jpeg` (pure Rust).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+use zune_jpeg::errors::DecodeErrors;
+
+use super::{Image, apply_orientation};
+use crate::error::SampleError;
+use crate::jpeg::{JpegHeader, Orientation, SofKind};
+
+/// Progressive scans accepted before a file is refused. Real encoders write
+/// about ten; crafted files with thousands of scans make decoding quadratic.
+const MAX_SCANS: usize = 256;
+
+/// A reusable CPU decoder: one per thread. Holds scratch memory so that the
+/// steady state allocates nothing.
+#[derive(Debug)]
+pub struct CpuDecoder {
+    apply_orientation: bool,
+    scratch: Image,
+    padded: Vec<u8>,
+}
+
+impl Default for CpuDecoder {
+    fn default() -> Self {
+        CpuDecoder::new(true)
+    }
+}
+
+impl CpuDecoder {
+    /// A decoder that applies EXIF orientation when `apply_orientation`.
+    pub fn new(apply_orientation: bool) -> CpuDecoder {
+        CpuDecoder {
+            apply_orientation,
+            scratch: Image::default(),
+            padded: Vec::new(),
+        }
+    }
+
+    /// Decode `data`, whose parsed header is `header`, into `out` as RGB.
+    ///
+    /// Grayscale is replicated to three channels; CMYK and YCCK (Adobe
+    /// APP14) are converted to RGB; EXIF orientation is applied when this
+    /// decoder was built to do so. Coding processes zune-jpeg lacks
+    /// (lossless, arithmetic, hierarchical, precision other than 8 bits)
+    /// are refused with [`SampleError::Unsupported`] before any work.
+    pub fn decode(
+        &mut self,
+        data: &[u8],
+        header: &JpegHeader,
+        out: &mut Image,
+    ) -> Result<(), SampleError> {
+        check_supported(header)?;
+        let rotate = self.apply_orientation && header.orientation != Orientation::Normal;
+        let target = if rotate { &mut self.scratch } else { &mut *out };
+        // zune-jpeg is written to return errors, but a decoder fed hostile
+        // bytes is the most likely place for a bug; a panic here must cost
+        // one sample, not the training run.
+        let guarded = |data: &[u8], target: &mut Image| {
+            catch_unwind(AssertUnwindSafe(|| zune_decode(data, header, target)))
+                .map_err(|p| SampleError::Panic(panic_message(&p)))?
+        };
+        if let Err(first) = guarded(data, target) {
+            // libjpeg treats data that stops before EOI as a warning and
+            // decodes what is there (jdhuff.c: "premature end of data",
+            // filled with zeros); zune-jpeg refuses. Retry once with an EOI
+            // appended so a file cut short still yields its pixels, as it
+            // does under Pillow.
+            if data.ends_with(&[0xFF, 0xD9]) {
+                return Err(first);
+            }
+            self.padded.clear();
+            self.padded.extend_from_slice(data);
+            self.padded.extend_from_slice(&[0, 0, 0, 0, 0xFF, 0xD9]);
+            let padded = std::mem::take(&mut self.padded);
+            let target = if rotate { &mut self.scratch } else { &mut *out };
+            let second = guarded(&padded, target);
+            self.padded = padded;
+            second.map_err(|_| first)?;
+        }
+        if rotate {
+            apply_orientation(&self.scratch, header.orientation, out);
+        }
+        Ok(())
+    }
+}
+
+fn check_supported(header: &JpegHeader) -> Result<(), SampleError> {
+    match header.sof {
+        SofKind::Baseline | SofKind::Extended | SofKind::Progressive => {}
+        other => {
+            return Err(SampleError::Unsupported(format!(
+                "{} coding process (CPU decoder)",
+                other.name()
+            )));
+        }
+    }
+    if header.precision != 8 {
+        return Err(SampleError::Unsupported(format!(
+            "{}-bit samples",
+            header.precision
+        )));
+    }
+    Ok(())
+}
+
+fn zune_decode(data: &[u8], header: &JpegHeader, out: &mut Image) -> Result<(), SampleError> {
+    let options = DecoderOptions::default()
+        .set_strict_mode(false)
+        .set_max_width(header.width as usize)
+        .set_max_height(header.height as usize)
+        .jpeg_set_max_scans(MAX_SCANS)
+        .jpeg_set_out_colorspace(ColorSpace::RGB);
+    let mut dec = JpegDecoder::new_with_options(ZCursor::new(data), options);
+    dec.decode_headers().map_err(map_error)?;
+    let (w, h) = dec
+        .dimensions()
+        .ok_or(SampleError::Truncated("no frame header"))?;
+    if (w as u32, h as u32) != (header.width, header.height) {
+        return Err(SampleError::Corrupt(format!(
+            "decoder sees {w}x{h}, header parser {}x{}",
+            header.width, header.height
+        )));
+    }
+    let size = dec
+        .output_buffer_size()
+        .ok_or(SampleError::Corrupt("size overflow".into()))?;
+    if size != w * h * 3 {
+        return Err(SampleError::Unsupported(format!(
+            "output colorspace {:?}",
+            dec.output_colorspace()
+        )));
+    }
+    out.width = w as u32;
+    out.height = h as u32;
+    out.data.clear();
+    out.data.resize(size, 0);
+    dec.decode_into(&mut out.data).map_err(map_error)
+}
+
+fn map_error(e: DecodeErrors) -> SampleError {
+    match e {
+        DecodeErrors::ExhaustedData => SampleError::Truncated("entropy-coded data ends early"),
+        DecodeErrors::Unsupported(s) => SampleError::Unsupported(format!("{s:?}")),
+        DecodeErrors::LargeDimensions(n) => SampleError::Corrupt(format!("dimension {n}")),
+        other => SampleError::Corrupt(other.to_string()),
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}

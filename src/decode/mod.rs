@@ -1,0 +1,30 @@
+//! Decoding compressed bytes to RGB pixels.
+//!
+//! The CPU decoder here is the fallback route of the GPU pipeline (for what
+//! nvJPEG refuses) and the decoder of the CPU backend.
+
+mod cpu;
+mod orient;
+
+pub use cpu::CpuDecoder;
+pub use orient::apply_orientation;
+
+/// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`,
+/// no row padding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Image {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// `width * height * 3` bytes.
+    pub data: Vec<u8>,
+}
+
+impl Image {
+    /// The pixel at `(x, y)`.
+    pub fn pixel(&self, x: u32, y: u32) -> [u8; 3] {
+        let i = (y as usize * self.width as usize + x as usize) * 3;
+        [self.data[i], self.data[i + 1], self.data[i + 2]]
+    }
+}

@@ -1,0 +1,183 @@
+//! Typed errors.
+//!
+//! Two levels: [`SampleError`] says why one image could not become a sample
+//! (it never stops an epoch under [`OnError::Skip`](crate::OnError::Skip));
+//! [`Error`] is what the library's functions return, and wraps a sample error
+//! together with the file it came from.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result type of the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the library can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// One sample failed; `path` names the file.
+    #[error("{}: {source}", path.display())]
+    Sample {
+        /// The file the sample came from.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: SampleError,
+    },
+    /// A dataset could not be listed (missing folder, unreadable list file).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The folder or list file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A dataset was listed but is not usable (empty, malformed list line).
+    #[error("{}: {msg}", path.display())]
+    Dataset {
+        /// The folder or list file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// The builder was given settings that do not fit together.
+    #[error("invalid pipeline configuration: {0}")]
+    Config(String),
+    /// The requested device cannot be used.
+    #[error("device unavailable: {0}")]
+    Device(String),
+    /// A pipeline thread stopped unexpectedly; the pipeline cannot continue.
+    #[error("pipeline worker stopped: {0}")]
+    Worker(String),
+}
+
+impl Error {
+    /// The per-sample error inside, if this is one.
+    pub fn sample_error(&self) -> Option<&SampleError> {
+        match self {
+            Error::Sample { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Why one image could not be turned into a sample.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SampleError {
+    /// The file could not be read.
+    #[error("read failed: {0}")]
+    Read(#[from] io::Error),
+    /// The file is larger than the reader's byte limit.
+    #[error("file is {bytes} bytes, over the limit of {limit}")]
+    FileTooLarge {
+        /// Size of the file.
+        bytes: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+    /// The bytes do not start with a JPEG SOI marker.
+    #[error("not a JPEG file ({0})")]
+    NotJpeg(&'static str),
+    /// The data ends before the header or image is complete.
+    #[error("truncated: {0}")]
+    Truncated(&'static str),
+    /// A well-formed JPEG that this decoder does not handle.
+    #[error("unsupported JPEG: {0}")]
+    Unsupported(String),
+    /// Width or height is zero.
+    #[error("invalid dimensions {width}x{height}")]
+    BadDimensions {
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
+    },
+    /// The image has more pixels than the configured limit.
+    #[error("{width}x{height} exceeds the pixel limit of {limit}")]
+    TooLarge {
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
+        /// The configured limit in pixels.
+        limit: u64,
+    },
+    /// The header or entropy-coded data is malformed.
+    #[error("corrupt JPEG: {0}")]
+    Corrupt(String),
+    /// A decoder panicked on this input; the panic was contained.
+    #[error("decoder panicked: {0}")]
+    Panic(String),
+}
+
+/// Coarse classes of [`SampleError`], for counting in
+/// [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// [`SampleError::Read`] and [`SampleError::FileTooLarge`].
+    Read,
+    /// [`SampleError::NotJpeg`].
+    NotJpeg,
+    /// [`SampleError::Truncated`].
+    Truncated,
+    /// [`SampleError::Unsupported`].
+    Unsupported,
+    /// [`SampleError::BadDimensions`] and [`SampleError::TooLarge`].
+    Dimensions,
+    /// [`SampleError::Corrupt`] and [`SampleError::Panic`].
+    Corrupt,
+}
+
+impl ErrorKind {
+    /// Every kind, in a fixed order (the order of [`Stats::errors`](crate::Stats::errors)).
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Read,
+        ErrorKind::NotJpeg,
+        ErrorKind::Truncated,
+        ErrorKind::Unsupported,
+        ErrorKind::Dimensions,
+        ErrorKind::Corrupt,
+    ];
+
+    /// A short lowercase name, stable for JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Read => "read",
+            ErrorKind::NotJpeg => "not_jpeg",
+            ErrorKind::Truncated => "truncated",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Dimensions => "dimensions",
+            ErrorKind::Corrupt => "corrupt",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl SampleError {
+    /// The class this error is counted under.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SampleError::Read(_) | SampleError::FileTooLarge { .. } => ErrorKind::Read,
+            SampleError::NotJpeg(_) => ErrorKind::NotJpeg,
+            SampleError::Truncated(_) => ErrorKind::Truncated,
+            SampleError::Unsupported(_) => ErrorKind::Unsupported,
+            SampleError::BadDimensions { .. } | SampleError::TooLarge { .. } => {
+                ErrorKind::Dimensions
+            }
+            SampleError::Corrupt(_) | SampleError::Panic(_) => ErrorKind::Corrupt,
+        }
+    }
+
+    /// Attach the file name.
+    pub(crate) fn at(self, path: impl Into<PathBuf>) -> Error {
+        Error::Sample {
+            path: path.into(),
+            source: self,
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! JPEG header parsing without decoding (ITU-T T.81, Annex B).
+//!
+//! The planner needs dimensions, components, subsampling, the coding process
+//! and the EXIF orientation of every image before any pixel is decoded: to
+//! route the image to a decoder, to draw crop parameters in the oriented
+//! frame, and to refuse decompression bombs before anything is allocated.
+//! The parser walks the marker segments up to the first SOS and never reads
+//! entropy-coded data.
+
+mod exif;
+
+pub use exif::Orientation;
+pub(crate) use exif::exif_orientation;
+
+use crate::error::SampleError;
+
+/// Default pixel limit: 100 megapixels.
+pub const DEFAULT_MAX_PIXELS: u64 = 100_000_000;
+
+/// Marker segments visited before giving up; real files have a few dozen.
+const MAX_SEGMENTS: usize = 4096;
+
+/// The coding process, from the SOF marker (T.81 Table B.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SofKind {
+    /// SOF0: baseline DCT, Huffman.
+    Baseline,
+    /// SOF1: extended sequential DCT, Huffman (8 or 12 bit).
+    Extended,
+    /// SOF2: progressive DCT, Huffman.
+    Progressive,
+    /// SOF3: lossless, Huffman.
+    Lossless,
+    /// SOF9: extended sequential DCT, arithmetic coding.
+    ArithmeticSequential,
+    /// SOF10: progressive DCT, arithmetic coding.
+    ArithmeticProgressive,
+    /// SOF11: lossless, arithmetic coding.
+    ArithmeticLossless,
+    /// SOF5–7 and SOF13–15: hierarchical (differential) coding.
+    Hierarchical,
+}
+
+impl SofKind {
+    fn from_marker(m: u8) -> Option<SofKind> {
+        Some(match m {
+            0xC0 => SofKind::Baseline,
+            0xC1 => SofKind::Extended,
+            0xC2 => SofKind::Progressive,
+            0xC3 => SofKind::Lossless,
+            0xC5..=0xC7 | 0xCD..=0xCF => SofKind::Hierarchical,
+            0xC9 => SofKind::ArithmeticSequential,
+            0xCA => SofKind::ArithmeticProgressive,
+            0xCB => SofKind::ArithmeticLossless,
+            _ => return None,
+        })
+    }
+
+    /// A short lowercase name (`baseline`, `progressive`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            SofKind::Baseline => "baseline",
+            SofKind::Extended => "extended",
+            SofKind::Progressive => "progressive",
+            SofKind::Lossless => "lossless",
+            SofKind::ArithmeticSequential => "arith-sequential",
+            SofKind::ArithmeticProgressive => "arith-progressive",
+            SofKind::ArithmeticLossless => "arith-lossless",
+            SofKind::Hierarchical => "hierarchical",
+        }
+    }
+}
+
+/// Chroma subsampling, named as `J:a:b` from the first two components'
+/// sampling factors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Subsampling {
+    /// One component.
+    Gray,
+    /// No subsampling.
+    S444,
+    /// Half horizontal.
+    S422,
+    /// Half horizontal and vertical.
+    S420,
+    /// Half vertical.
+    S440,
+    /// Quarter horizontal.
+    S411,
+    /// Quarter horizontal, half vertical.
+    S410,
+    /// Anything else (components with differing chroma factors, chroma
+    /// sampled more densely than luma, ...).
+    Other,
+}
+
+impl Subsampling {
+    /// `4:2:0` style name, or `gray` / `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subsampling::Gray => "gray",
+            Subsampling::S444 => "4:4:4",
+            Subsampling::S422 => "4:2:2",
+            Subsampling::S420 => "4:2:0",
+            Subsampling::S440 => "4:4:0",
+            Subsampling::S411 => "4:1:1",
+            Subsampling::S410 => "4:1:0",
+            Subsampling::Other => "other",
+        }
+    }
+}
+
+/// What the header says about an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JpegHeader {
+    /// Width as coded in the frame (before EXIF orientation).
+    pub width: u32,
+    /// Height as coded in the frame (before EXIF orientation).
+    pub height: u32,
+    /// Number of components (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK).
+    pub components: u8,
+    /// Sample precision in bits (8 for almost every photo; 12, 16 exist).
+    pub precision: u8,
+    /// Coding process.
+    pub sof: SofKind,
+    /// Horizontal and vertical sampling factors per component.
+    pub sampling: Vec<(u8, u8)>,
+    /// Subsampling class derived from `sampling`.
+    pub subsampling: Subsampling,
+    /// Restart interval in MCUs from a DRI before the first scan; 0 if none.
+    pub restart_interval: u16,
+    /// The transform flag of an Adobe APP14 segment (0 none/CMYK, 1 YCbCr,
+    /// 2 YCCK), if the segment is present.
+    pub adobe_transform: Option<u8>,
+    /// EXIF orientation (1 when there is no EXIF or no orientation tag).
+    pub orientation: Orientation,
+    /// Whether an APP1 EXIF segment was found.
+    pub has_exif: bool,
+}
+
+impl JpegHeader {
+    /// Dimensions after EXIF orientation is applied: `(width, height)`.
+    pub fn oriented_size(&self) -> (u32, u32) {
+        if self.orientation.swaps_axes() {
+            (self.height, self.width)
+        } else {
+            (self.width, self.height)
+        }
+    }
+
+    /// Number of pixels in the coded frame.
+    pub fn pixels(&self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+}
+
+/// Parse the header of a JPEG held in `data`, refusing images with more than
+/// `max_pixels` pixels.
+///
+/// Reads marker segments from SOI up to the first SOS. Bytes between
+/// segments that are not a marker are skipped, as libjpeg does with a
+/// warning ("extraneous bytes before marker").
+pub fn parse_header(data: &[u8], max_pixels: u64) -> Result<JpegHeader, SampleError> {
+    if data.is_empty() {
+        return Err(SampleError::NotJpeg("empty file"));
+    }
+    if data.len() < 2 || data[0] != 0xFF || data[1] != 0xD8 {
+        return Err(SampleError::NotJpeg("no SOI marker"));
+    }
+    let mut pos = 2;
+    let mut frame: Option<JpegHeader> = None;
+    let mut restart_interval = 0u16;
+    let mut adobe_transform = None;
+    let mut orientation = Orientation::Normal;
+    let mut has_exif = false;
+
+    for _ in 0..MAX_SEGMENTS {
+        // Find the next marker: 0xFF followed by a non-0xFF, non-zero byte.
+        while pos < data.len() && data[pos] != 0xFF {
+            pos += 1;
+        }
+        while pos < data.len() && data[pos] == 0xFF {
+            pos += 1;
+        }
+        let Some(&marker) = data.get(pos) else {
+            return Err(SampleError::Truncated("header ends before the first scan"));
+        };
+        pos += 1;
+        match marker {
+            // Stuffed zero outside entropy data, TEM, RSTn, a second SOI: no
+            // length field.
+            0x00 | 0x01 | 0xD0..=0xD8 => continue,
+            0xD9 => return Err(SampleError::Corrupt("EOI before any scan".into())),
+            _ => {}
+        }
+        let Some(len_bytes) = data.get(pos..pos + 2) else {
+            return Err(SampleError::Truncated("segment length cut off"));
+        };
+        let len = u16::from_be_bytes([len_bytes[0], len_bytes[1]]) as usize;
+        if len < 2 && matches!(marker, 0xE0..=0xEF | 0xFE) {
+            // libjpeg skips an APPn/COM segment of impossible length as if it
+            // had none (jdmarker.c, skip_variable); so do we.
+            pos += 2;
+            continue;
+        }
+        if len < 2 {
+            return Err(SampleError::Corrupt(format!(
+                "segment 0x{marker:02X} has length {len}"
+            )));
+        }
+        let Some(seg) = data.get(pos + 2..pos + len) else {
+            if marker == 0xDA && frame.is_some() {
+                // A SOS header cut off still tells us the frame; decoding
+                // will report the truncation.
+                break;
+            }
+            return Err(SampleError::Truncated("marker segment runs past the end"));
+        };
+        pos += len;
+        match marker {
+            0xDA => {
+                if frame.is_none() {
+                    return Err(SampleError::Corrupt(
+                        "scan before frame header (SOF)".into(),
+                    ));
+                }
+                break;
+            }
+            0xC0..=0xCF
+                if marker != 0xC4 && marker != 0xC8 && marker != 0xCC && frame.is_none() =>
+            {
+                let sof = SofKind::from_marker(marker).expect("SOF range checked above");
+                frame = Some(parse_sof(sof, seg)?);
+            }
+            0xDD => {
+                if seg.len() < 2 {
+                    return Err(SampleError::Corrupt("short DRI segment".into()));
+                }
+                restart_interval = u16::from_be_bytes([seg[0], seg[1]]);
+            }
+            0xE1 if seg.starts_with(b"Exif\0") && !has_exif => {
+                has_exif = true;
+                orientation = exif_orientation(&seg[6.min(seg.len())..]);
+            }
+            0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => {
+                adobe_transform = Some(seg[11]);
+            }
+            _ => {}
+        }
+        if pos >= data.len() {
+            break;
+        }
+    }
+
+    let Some(mut header) = frame else {
+        return Err(SampleError::Truncated("no frame header (SOF) found"));
+    };
+    if header.width == 0 || header.height == 0 {
+        return Err(SampleError::BadDimensions {
+            width: header.width,
+            height: header.height,
+        });
+    }
+    if header.pixels() > max_pixels {
+        return Err(SampleError::TooLarge {
+            width: header.width,
+            height: header.height,
+            limit: max_pixels,
+        });
+    }
+    header.restart_interval = restart_interval;
+    header.adobe_transform = adobe_transform;
+    header.orientation = orientation;
+    header.has_exif = has_exif;
+    Ok(header)
+}
+
+fn parse_sof(sof: SofKind, seg: &[u8]) -> Result<JpegHeader, SampleError> {
+    if seg.len() < 6 {
+        return Err(SampleError::Corrupt("short SOF segment".into()));
+    }
+    let precision = seg[0];
+    let height = u16::from_be_bytes([seg[1], seg[2]]) as u32;
+    let width = u16::from_be_bytes([seg[3], seg[4]]) as u32;
+    let components = seg[5];
+    if !matches!(components, 1 | 3 | 4) {
+        return Err(SampleError::Unsupported(format!("{components} components")));
+    }
+    if seg.len() < 6 + 3 * components as usize {
+        return Err(SampleError::Corrupt(
+            "SOF segment shorter than its component list".into(),
+        ));
+    }
+    let mut sampling = Vec::with_capacity(components as usize);
+    for c in 0..components as usize {
+        let hv = seg[6 + 3 * c + 1];
+        let (h, v) = (hv >> 4, hv & 0x0F);
+        if !(1..=4).contains(&h) || !(1..=4).contains(&v) {
+            return Err(SampleError::Corrupt(format!("sampling factors {h}x{v}")));
+        }
+        sampling.push((h, v));
+    }
+    Ok(JpegHeader {
+        width,
+        height,
+        components,
+        precision,
+        sof,
+        subsampling: classify_subsampling(&sampling),
+        sampling,
+        restart_interval: 0,
+        adobe_transform: None,
+        orientation: Orientation::Normal,
+        has_exif: false,
+    })
+}
+
+fn classify_subsampling(s: &[(u8, u8)]) -> Subsampling {
+    if s.len() == 1 {
+        return Subsampling::Gray;
+    }
+    let (y, c) = (s[0], s[1]);
+    if s[2..].iter().any(|&o| o != c) || y.0 % c.0 != 0 || y.1 % c.1 != 0 {
+        return Subsampling::Other;
+    }
+    match (y.0 / c.0, y.1 / c.1) {
+        (1, 1) => Subsampling::S444,
+        (2, 1) => Subsampling::S422,
+        (2, 2) => Subsampling::S420,
+        (1, 2) => Subsampling::S440,
+        (4, 1) => Subsampling::S411,
+        (4, 2) => Subsampling::S410,
+        _ => Subsampling::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SOI, APP14 Adobe (transform 2), DRI 4, SOF0 16x8 YCbCr 4:2:0, SOS.
+    fn tiny(sof: u8, w: u16, h: u16) -> Vec<u8> {
+        let mut v = vec![0xFF, 0xD8];
+        v.extend_from_slice(&[0xFF, 0xEE, 0, 14]);
+        v.extend_from_slice(b"Adobe\0\x64\0\0\0\0\x02");
+        v.extend_from_slice(&[0xFF, 0xDD, 0, 4, 0, 4]);
+        v.extend_from_slice(&[0xFF, sof, 0, 17, 8]);
+        v.extend_from_slice(&h.to_be_bytes());
+        v.extend_from_slice(&w.to_be_bytes());
+        v.extend_from_slice(&[3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]);
+        v.extend_from_slice(&[0xFF, 0xDA, 0, 12, 3, 1, 0, 2, 0x11, 3, 0x11, 0, 63, 0]);
+        v
+    }
+
+    #[test]
+    fn reads_frame_and_markers() {
+        let h = parse_header(&tiny(0xC0, 16, 8), DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!((h.width, h.height, h.components), (16, 8, 3));
+        assert_eq!(h.sof, SofKind::Baseline);
+        assert_eq!(h.subsampling, Subsampling::S420);
+        assert_eq!(h.restart_interval, 4);
+        assert_eq!(h.adobe_transform, Some(2));
+        assert_eq!(h.orientation, Orientation::Normal);
+        let p = parse_header(&tiny(0xC2, 16, 8), DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!(p.sof, SofKind::Progressive);
+        let a = parse_header(&tiny(0xC9, 16, 8), DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!(a.sof, SofKind::ArithmeticSequential);
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        assert!(matches!(
+            parse_header(b"", 100),
+            Err(SampleError::NotJpeg(_))
+        ));
+        assert!(matches!(
+            parse_header(b"\x89PNG\r\n", 100),
+            Err(SampleError::NotJpeg(_))
+        ));
+        let full = tiny(0xC0, 16, 8);
+        for cut in 2..full.len() - 14 {
+            assert!(
+                matches!(
+                    parse_header(&full[..cut], 1000),
+                    Err(SampleError::Truncated(_))
+                ),
+                "cut at {cut}"
+            );
+        }
+        assert!(matches!(
+            parse_header(&tiny(0xC0, 0, 8), 100),
+            Err(SampleError::BadDimensions { .. })
+        ));
+        assert!(matches!(
+            parse_header(&tiny(0xC0, 65535, 65535), DEFAULT_MAX_PIXELS),
+            Err(SampleError::TooLarge {
+                width: 65535,
+                height: 65535,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn skips_junk_between_segments() {
+        let mut v = tiny(0xC0, 16, 8);
+        v.splice(2..2, [0x12, 0x34, 0x00]);
+        assert_eq!(parse_header(&v, 1000).unwrap().width, 16);
+    }
+}

@@ -1,0 +1,62 @@
+//! gpufeed feeds decoded, augmented image batches to a training loop.
+//!
+//! The data flows one way:
+//!
+//! ```text
+//! Source ─► Sampler ─► readers ─► header parse ─► decode ─► augment ─► Batch
+//! (files)   (epoch     (threads,  (dims, EXIF,    (CPU now; (resize,   (images,
+//!            order,     bytes      pixel limit)    nvJPEG    normalize, labels,
+//!            shards)    only)                      later)    cast)      keys)
+//! ```
+//!
+//! A [`Source`] lists `(file, label)` pairs; a [`Pipeline`] built from it runs
+//! reader and decode threads and yields [`Batch`]es per epoch. Every random
+//! choice is a pure function of `(seed, epoch, sample)`, so an epoch's
+//! batches do not depend on thread counts or timing, and a run can resume
+//! mid-epoch from [`Batch::resume_position`].
+//!
+//! ```no_run
+//! use gpufeed::{DType, Device, Pipeline, Source};
+//!
+//! # fn main() -> gpufeed::Result<()> {
+//! let mut pipeline = Pipeline::builder()
+//!     .source(Source::image_folder("data/imagenet/train")?)
+//!     .batch_size(256)
+//!     .output_size(224, 224)
+//!     .dtype(DType::F16)
+//!     .seed(42)
+//!     .shard(0, 1)
+//!     .device(Device::Cpu)
+//!     .build()?;
+//! for epoch in 0..90 {
+//!     for batch in pipeline.epoch(epoch) {
+//!         let batch = batch?;
+//!         let images = batch.images(); // [256, 3, 224, 224] f16, NCHW
+//!         let labels = batch.labels();
+//!         # let _ = (images, labels);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Samples that cannot be read or decoded never end an epoch by accident:
+//! under [`OnError::Skip`] (the default) they are left out, counted in
+//! [`Pipeline::stats`] and listed with their file in [`Batch::skipped`].
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
+
+mod augment;
+pub mod decode;
+mod error;
+pub mod jpeg;
+mod pipeline;
+mod reader;
+mod sampler;
+mod source;
+
+pub use augment::{DType, Layout, Normalize};
+pub use error::{Error, ErrorKind, Result, SampleError};
+pub use pipeline::{Batch, Device, Epoch, OnError, Pipeline, PipelineBuilder, Stats, Tensor};
+pub use sampler::{Sampler, ShardMode};
+pub use source::{Sample, Source};

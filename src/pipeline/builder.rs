@@ -1,0 +1,328 @@
+//! `Pipeline::builder()`: every setting, its default, and validation.
+
+use std::sync::Once;
+
+use super::Pipeline;
+use crate::augment::{DType, Layout, Normalize};
+use crate::error::{Error, Result};
+use crate::jpeg::DEFAULT_MAX_PIXELS;
+use crate::sampler::{Sampler, ShardMode};
+use crate::source::Source;
+
+/// Where batches are produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// Decode and augment on CPU threads; batches in host memory.
+    Cpu,
+    /// The GPU when one is usable, otherwise the CPU with a one-line notice.
+    #[default]
+    Auto,
+    /// CUDA device `i`; an error when it cannot be used.
+    Cuda(usize),
+}
+
+/// What happens to a sample that cannot be read or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Leave it out: the batch is filled with the following samples, the
+    /// error is counted in [`Stats`](crate::Stats) and attached to the batch
+    /// ([`Batch::skipped`](crate::Batch::skipped)) with the file name.
+    #[default]
+    Skip,
+    /// End the epoch: the iterator yields the error (naming the file) and
+    /// then nothing more.
+    Fail,
+}
+
+/// Settings after validation.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) batch_size: usize,
+    pub(crate) drop_last: bool,
+    pub(crate) readers: usize,
+    pub(crate) workers: usize,
+    pub(crate) prefetch: usize,
+    pub(crate) on_error: OnError,
+    pub(crate) out_h: usize,
+    pub(crate) out_w: usize,
+    pub(crate) dtype: DType,
+    pub(crate) layout: Layout,
+    pub(crate) normalize: Option<Normalize>,
+    pub(crate) max_pixels: u64,
+    pub(crate) max_file_bytes: u64,
+    pub(crate) apply_orientation: bool,
+}
+
+impl Config {
+    /// Elements in one output sample.
+    pub(crate) fn sample_len(&self) -> usize {
+        3 * self.out_h * self.out_w
+    }
+
+    /// Samples allowed in flight (read, decoding or waiting to be batched):
+    /// bounds every pool.
+    pub(crate) fn window(&self) -> usize {
+        self.prefetch * self.batch_size
+    }
+}
+
+/// Configures and builds a [`Pipeline`].
+#[derive(Debug, Clone)]
+pub struct PipelineBuilder {
+    source: Option<Source>,
+    batch_size: usize,
+    seed: u64,
+    shuffle: bool,
+    rank: usize,
+    world_size: usize,
+    shard_mode: ShardMode,
+    drop_last: bool,
+    readers: usize,
+    workers: Option<usize>,
+    prefetch: usize,
+    device: Device,
+    on_error: OnError,
+    size: (usize, usize),
+    dtype: DType,
+    layout: Layout,
+    normalize: Option<Normalize>,
+    max_pixels: u64,
+    max_file_bytes: u64,
+    apply_orientation: bool,
+}
+
+impl Default for PipelineBuilder {
+    fn default() -> Self {
+        PipelineBuilder {
+            source: None,
+            batch_size: 256,
+            seed: 0,
+            shuffle: true,
+            rank: 0,
+            world_size: 1,
+            shard_mode: ShardMode::Pad,
+            drop_last: false,
+            readers: 2,
+            workers: None,
+            prefetch: 2,
+            device: Device::Auto,
+            on_error: OnError::Skip,
+            size: (224, 224),
+            dtype: DType::F32,
+            layout: Layout::Nchw,
+            normalize: Some(Normalize::IMAGENET),
+            max_pixels: DEFAULT_MAX_PIXELS,
+            max_file_bytes: 256 << 20,
+            apply_orientation: true,
+        }
+    }
+}
+
+impl PipelineBuilder {
+    /// The dataset. Required.
+    pub fn source(mut self, source: Source) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Images per batch. Default 256.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// Seed of the epoch permutations and of per-sample randomness.
+    /// Default 0.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Shuffle the samples each epoch. Default true.
+    pub fn shuffle(mut self, yes: bool) -> Self {
+        self.shuffle = yes;
+        self
+    }
+
+    /// This process is `rank` of `world_size` data-parallel ranks.
+    /// Default `(0, 1)`.
+    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
+        self.rank = rank;
+        self.world_size = world_size;
+        self
+    }
+
+    /// How an uneven dataset is shared among ranks. Default
+    /// [`ShardMode::Pad`] (PyTorch `DistributedSampler`'s default).
+    pub fn shard_mode(mut self, mode: ShardMode) -> Self {
+        self.shard_mode = mode;
+        self
+    }
+
+    /// Drop the last batch of an epoch when it is smaller than the batch
+    /// size. Default false.
+    pub fn drop_last(mut self, yes: bool) -> Self {
+        self.drop_last = yes;
+        self
+    }
+
+    /// I/O threads that read file bytes. Default 2.
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n;
+        self
+    }
+
+    /// CPU threads that decode and augment (CPU backend). Default: the
+    /// number of available cores.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Batches prepared ahead of the consumer. Default 2.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n;
+        self
+    }
+
+    /// Where to decode and augment. Default [`Device::Auto`].
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Policy for samples that fail. Default [`OnError::Skip`].
+    pub fn on_error(mut self, policy: OnError) -> Self {
+        self.on_error = policy;
+        self
+    }
+
+    /// Output image size `(height, width)`. Default `(224, 224)`.
+    pub fn output_size(mut self, height: usize, width: usize) -> Self {
+        self.size = (height, width);
+        self
+    }
+
+    /// Output element type. Default [`DType::F32`].
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Output layout. Default [`Layout::Nchw`].
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Normalization, or `None` for raw 0..=255 values. Default
+    /// [`Normalize::IMAGENET`]. Must be `None` for [`DType::U8`].
+    pub fn normalize(mut self, normalize: Option<Normalize>) -> Self {
+        self.normalize = normalize;
+        self
+    }
+
+    /// Images with more pixels are refused before decoding. Default
+    /// 100 000 000.
+    pub fn max_pixels(mut self, n: u64) -> Self {
+        self.max_pixels = n;
+        self
+    }
+
+    /// Files larger than this are refused before reading. Default 256 MiB.
+    pub fn max_file_bytes(mut self, n: u64) -> Self {
+        self.max_file_bytes = n;
+        self
+    }
+
+    /// Apply EXIF orientation before any geometry. Default true.
+    pub fn apply_exif_orientation(mut self, yes: bool) -> Self {
+        self.apply_orientation = yes;
+        self
+    }
+
+    /// Check the settings, pick the device and start the threads.
+    pub fn build(self) -> Result<Pipeline> {
+        let bad = |m: String| Err(Error::Config(m));
+        let Some(source) = self.source else {
+            return bad("no source: call .source(Source::image_folder(..)?)".into());
+        };
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1".into());
+        }
+        if self.readers == 0 || self.workers == Some(0) {
+            return bad("readers and workers must be at least 1".into());
+        }
+        if self.prefetch == 0 {
+            return bad("prefetch must be at least 1".into());
+        }
+        let (out_h, out_w) = self.size;
+        if out_h == 0 || out_w == 0 || out_h > 16384 || out_w > 16384 {
+            return bad(format!("output size {out_h}x{out_w} outside 1..=16384"));
+        }
+        if self.dtype == DType::U8 && self.normalize.is_some() {
+            return bad(
+                "u8 output holds raw 0..=255 values: set .normalize(None) or a float \
+                 dtype"
+                    .into(),
+            );
+        }
+        if let Some(n) = self.normalize {
+            if n.std.iter().any(|&s| !s.is_finite() || s <= 0.0)
+                || n.mean.iter().any(|m| !m.is_finite())
+            {
+                return bad(format!("normalize std must be positive and finite: {n:?}"));
+            }
+        }
+        if self.max_pixels == 0 {
+            return bad("max_pixels must be at least 1".into());
+        }
+        match self.device {
+            Device::Cpu => {}
+            Device::Auto => {
+                static NOTICE: Once = Once::new();
+                NOTICE.call_once(|| {
+                    eprintln!(
+                        "gpufeed: no CUDA backend in this build yet; Device::Auto uses the CPU"
+                    )
+                });
+            }
+            Device::Cuda(i) => {
+                return Err(Error::Device(format!(
+                    "cuda:{i} requested, but this build has no CUDA backend yet; use Device::Cpu \
+                     or Device::Auto"
+                )));
+            }
+        }
+        let sampler = Sampler::new(
+            source.len(),
+            self.seed,
+            self.shuffle,
+            self.rank,
+            self.world_size,
+            self.shard_mode,
+        )?;
+        let workers = self.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
+        let config = Config {
+            batch_size: self.batch_size,
+            drop_last: self.drop_last,
+            readers: self.readers,
+            workers,
+            prefetch: self.prefetch,
+            on_error: self.on_error,
+            out_h,
+            out_w,
+            dtype: self.dtype,
+            layout: self.layout,
+            normalize: self.normalize,
+            max_pixels: self.max_pixels,
+            max_file_bytes: self.max_file_bytes,
+            apply_orientation: self.apply_orientation,
+        };
+        Pipeline::start(source, sampler, config)
+    }
+}

@@ -1,0 +1,253 @@
+//! One epoch: dispatches tasks up to the prefetch window and assembles the
+//! answers into batches in sampler order.
+//!
+//! Batches are composed only from the sampler order and from which samples
+//! fail, never from timing: results are reordered by sequence number before
+//! they enter a batch, so the same `(seed, epoch)` gives byte-identical
+//! batches whatever the thread counts.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::Pipeline;
+use super::batch::{Batch, Tensor, TensorData};
+use super::builder::OnError;
+use super::stats::Counters;
+use super::worker::{Done, Task};
+use crate::augment::Layout;
+use crate::error::{Error, Result, SampleError};
+
+/// Iterator over the batches of one epoch; see [`Pipeline::epoch`].
+///
+/// Dropping it mid-epoch cancels the work in flight and waits only for the
+/// samples being decoded at that moment.
+pub struct Epoch<'a> {
+    p: &'a mut Pipeline,
+    epoch: u64,
+    generation: u64,
+    order: Vec<u32>,
+    /// Next position of `order` to dispatch.
+    dispatched: usize,
+    /// Next position to assemble.
+    assembled: usize,
+    in_flight: usize,
+    pending: BTreeMap<usize, Done>,
+    current: Option<Partial>,
+    finished: bool,
+}
+
+/// A batch being filled.
+struct Partial {
+    data: TensorData,
+    labels: Vec<u32>,
+    keys: Vec<std::path::PathBuf>,
+    indices: Vec<u32>,
+    skipped: Vec<Error>,
+}
+
+impl<'a> Epoch<'a> {
+    pub(super) fn new(p: &'a mut Pipeline, epoch: u64, position: usize) -> Epoch<'a> {
+        let order = p.sampler.indices(epoch);
+        let start = position.min(order.len());
+        let generation = p.shared.generation.load(Ordering::Acquire);
+        Epoch {
+            p,
+            epoch,
+            generation,
+            order,
+            dispatched: start,
+            assembled: start,
+            in_flight: 0,
+            pending: BTreeMap::new(),
+            current: None,
+            finished: false,
+        }
+    }
+
+    fn top_up(&mut self) -> Result<()> {
+        let window = self.p.shared.config.window();
+        let tasks = self
+            .p
+            .tasks
+            .as_ref()
+            .expect("task queue lives as long as the pipeline");
+        while self.dispatched < self.order.len() && self.dispatched - self.assembled < window {
+            let task = Task {
+                generation: self.generation,
+                seq: self.dispatched,
+                index: self.order[self.dispatched],
+            };
+            tasks
+                .send(task)
+                .map_err(|_| Error::Worker("reader threads have exited".into()))?;
+            self.dispatched += 1;
+            self.in_flight += 1;
+        }
+        Ok(())
+    }
+
+    fn partial(&mut self) -> &mut Partial {
+        let cfg = &self.p.shared.config;
+        let (len, dtype) = (cfg.batch_size * cfg.sample_len(), cfg.dtype);
+        let batches = &self.p.batches.1;
+        self.current.get_or_insert_with(|| {
+            let mut data = batches
+                .try_recv()
+                .ok()
+                .filter(|d| d.dtype() == dtype)
+                .unwrap_or_else(|| TensorData::zeros(dtype, len));
+            data.set_len(len);
+            Partial {
+                data,
+                labels: Vec::with_capacity(cfg.batch_size),
+                keys: Vec::with_capacity(cfg.batch_size),
+                indices: Vec::with_capacity(cfg.batch_size),
+                skipped: Vec::new(),
+            }
+        })
+    }
+
+    /// Move one finished sample (in order) into the current batch. Returns an
+    /// error under [`OnError::Fail`].
+    fn take(&mut self, done: Done) -> Result<()> {
+        let sample = &self.p.shared.samples[done.index as usize];
+        let (path, label) = (sample.path.clone(), sample.label);
+        let result = done.result.unwrap_or_else(|| {
+            Err(SampleError::Panic(
+                "task of a cancelled epoch delivered".into(),
+            ))
+        });
+        match result {
+            Ok(data) => {
+                let sample_bytes = data.as_bytes().len();
+                let part = self.partial();
+                let at = part.labels.len() * sample_bytes;
+                part.data.as_bytes_mut()[at..at + sample_bytes].copy_from_slice(data.as_bytes());
+                part.labels.push(label);
+                part.keys.push(path);
+                part.indices.push(done.index);
+                let _ = self.p.pools.samples.0.try_send(data);
+            }
+            Err(e) => {
+                let kind = e.kind();
+                Counters::add(&self.p.shared.counters.errors[kind.index()], 1);
+                let err = e.at(path);
+                match self.p.shared.config.on_error {
+                    OnError::Fail => return Err(err),
+                    OnError::Skip => self.partial().skipped.push(err),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_batch(&mut self) -> Option<Batch> {
+        let part = self.current.take()?;
+        let cfg = &self.p.shared.config;
+        let n = part.labels.len();
+        if n == 0 {
+            // Only failures since the last batch and the epoch is over: the
+            // errors were counted; there is no batch to attach them to.
+            return None;
+        }
+        let mut data = part.data;
+        data.set_len(n * cfg.sample_len());
+        let shape = match cfg.layout {
+            Layout::Nchw => [n, 3, cfg.out_h, cfg.out_w],
+            Layout::Nhwc => [n, cfg.out_h, cfg.out_w, 3],
+        };
+        let c = &self.p.shared.counters;
+        Counters::add(&c.batches, 1);
+        Counters::add(&c.samples, n as u64);
+        Some(Batch {
+            images: Some(Tensor {
+                shape,
+                layout: cfg.layout,
+                data,
+            }),
+            labels: part.labels,
+            keys: part.keys,
+            indices: part.indices,
+            epoch: self.epoch,
+            resume_position: self.assembled,
+            skipped: part.skipped,
+            recycle: Some(self.p.batches.0.clone()),
+        })
+    }
+
+    fn next_batch(&mut self) -> Result<Option<Batch>> {
+        let batch_size = self.p.shared.config.batch_size;
+        loop {
+            self.top_up()?;
+            while let Some(done) = self.pending.remove(&self.assembled) {
+                self.assembled += 1;
+                self.take(done)?;
+                if self
+                    .current
+                    .as_ref()
+                    .is_some_and(|p| p.labels.len() == batch_size)
+                {
+                    return Ok(self.finish_batch());
+                }
+            }
+            if self.assembled == self.order.len() {
+                let full = self.p.shared.config.drop_last;
+                let batch = self.finish_batch();
+                return Ok(if full { None } else { batch });
+            }
+            // Assembling freed window space: refill it before blocking, or
+            // an empty pipeline would wait on itself.
+            self.top_up()?;
+            let t0 = Instant::now();
+            let done = self
+                .p
+                .done
+                .recv()
+                .map_err(|_| Error::Worker("all pipeline threads have exited".into()))?;
+            Counters::add_time(&self.p.shared.counters.wait_ns, t0.elapsed());
+            self.in_flight -= 1;
+            self.pending.insert(done.seq, done);
+        }
+    }
+}
+
+impl Iterator for Epoch<'_> {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.finished {
+            return None;
+        }
+        match self.next_batch() {
+            Ok(Some(b)) => Some(Ok(b)),
+            Ok(None) => {
+                self.finished = true;
+                None
+            }
+            Err(e) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl Drop for Epoch<'_> {
+    fn drop(&mut self) {
+        // Make the threads skip what is still queued, then collect one
+        // answer per task sent so the next epoch starts with empty queues.
+        self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
+        while self.in_flight > 0 {
+            match self.p.done.recv() {
+                Ok(done) => {
+                    if let Some(Ok(data)) = done.result {
+                        let _ = self.p.pools.samples.0.try_send(data);
+                    }
+                    self.in_flight -= 1;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The pipeline object: threads started at `build()`, epochs iterated by the
+//! trainer.
+
+mod batch;
+mod builder;
+mod epoch;
+mod stats;
+mod worker;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+
+pub use batch::{Batch, Tensor};
+pub use builder::{Device, OnError, PipelineBuilder};
+pub use epoch::Epoch;
+pub use stats::Stats;
+
+use self::batch::TensorData;
+use self::builder::Config;
+use self::stats::Counters;
+use self::worker::{Done, Pools, Shared, Task};
+use crate::error::{Error, Result};
+use crate::sampler::Sampler;
+use crate::source::Source;
+
+/// A running input pipeline. See the [crate docs](crate) for the flow.
+///
+/// Threads start in [`PipelineBuilder::build`] and live until the pipeline is
+/// dropped; each call to [`Pipeline::epoch`] borrows the pipeline, so one
+/// epoch runs at a time.
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    sampler: Sampler,
+    source: Source,
+    tasks: Option<Sender<Task>>,
+    done: Receiver<Done>,
+    pools: Pools,
+    batches: (Sender<TensorData>, Receiver<TensorData>),
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("samples", &self.source.len())
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// Start configuring a pipeline.
+    pub fn builder() -> PipelineBuilder {
+        PipelineBuilder::default()
+    }
+
+    fn start(source: Source, sampler: Sampler, config: Config) -> Result<Pipeline> {
+        let window = config.window();
+        let fma = config
+            .normalize
+            .map_or(crate::augment::Fma::IDENTITY, |n| n.fold());
+        let shared = Arc::new(Shared {
+            samples: source.samples().to_vec(),
+            counters: Counters::default(),
+            generation: AtomicU64::new(0),
+            fma,
+            config,
+        });
+        let pools = Pools {
+            bytes: bounded(window),
+            samples: bounded(window),
+        };
+        let (task_tx, task_rx) = unbounded::<Task>();
+        let (read_tx, read_rx) = unbounded();
+        let (done_tx, done_rx) = unbounded();
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Error::Worker(format!("cannot start thread: {e}")))
+        };
+        for i in 0..shared.config.readers {
+            let (s, p, t, r, d) = (
+                shared.clone(),
+                pools.clone(),
+                task_rx.clone(),
+                read_tx.clone(),
+                done_tx.clone(),
+            );
+            threads.push(spawn(
+                format!("gpufeed-read-{i}"),
+                Box::new(move || worker::reader_loop(s, p, t, r, d)),
+            )?);
+        }
+        drop(read_tx);
+        for i in 0..shared.config.workers {
+            let (s, p, r, d) = (
+                shared.clone(),
+                pools.clone(),
+                read_rx.clone(),
+                done_tx.clone(),
+            );
+            threads.push(spawn(
+                format!("gpufeed-cpu-{i}"),
+                Box::new(move || worker::worker_loop(s, p, r, d)),
+            )?);
+        }
+        let batches = bounded(shared.config.prefetch + 1);
+        Ok(Pipeline {
+            shared,
+            sampler,
+            source,
+            tasks: Some(task_tx),
+            done: done_rx,
+            pools,
+            batches,
+            threads,
+        })
+    }
+
+    /// Iterate the batches of `epoch` (this rank's share, in order).
+    pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
+        Epoch::new(self, epoch, 0)
+    }
+
+    /// Iterate the rest of `epoch` from `position` (a value returned by
+    /// [`Batch::resume_position`]): exactly the samples that a full run of
+    /// the epoch would have visited after that point, in the same batches.
+    pub fn epoch_from(&mut self, epoch: u64, position: usize) -> Epoch<'_> {
+        Epoch::new(self, epoch, position)
+    }
+
+    /// Positions this rank visits per epoch (before any sample is skipped).
+    pub fn samples_per_epoch(&self) -> usize {
+        self.sampler.len_for_rank()
+    }
+
+    /// Batches per epoch when no sample fails.
+    pub fn batches_per_epoch(&self) -> usize {
+        let n = self.samples_per_epoch();
+        let b = self.shared.config.batch_size;
+        if self.shared.config.drop_last {
+            n / b
+        } else {
+            n.div_ceil(b)
+        }
+    }
+
+    /// The dataset.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The sampler deciding the order.
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Counters since `build()`.
+    pub fn stats(&self) -> Stats {
+        self.shared.counters.snapshot()
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Closing the task queue ends the readers, whose exit closes the
+        // workers' queue; every thread then returns on its own.
+        self.tasks = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Live counters, cheap enough to leave on: relaxed atomic adds per sample.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::error::ErrorKind;
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) samples: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) read_ns: AtomicU64,
+    pub(crate) parse_ns: AtomicU64,
+    pub(crate) decode_ns: AtomicU64,
+    pub(crate) augment_ns: AtomicU64,
+    pub(crate) wait_ns: AtomicU64,
+    pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, v: u64) {
+        counter.fetch_add(v, Relaxed);
+    }
+
+    pub(crate) fn add_time(counter: &AtomicU64, d: Duration) {
+        counter.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Relaxed));
+        Stats {
+            samples: self.samples.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            bytes_read: self.bytes_read.load(Relaxed),
+            read: ns(&self.read_ns),
+            parse: ns(&self.parse_ns),
+            decode: ns(&self.decode_ns),
+            augment: ns(&self.augment_ns),
+            wait: ns(&self.wait_ns),
+            errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
+        }
+    }
+}
+
+/// A snapshot of a pipeline's counters since it was built.
+///
+/// Stage times are summed over the threads doing that stage, so with several
+/// threads they can exceed wall-clock time; `wait` is the time the consumer
+/// spent blocked in the epoch iterator waiting for a sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Samples delivered in batches.
+    pub samples: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Compressed bytes read.
+    pub bytes_read: u64,
+    /// Time in file reads.
+    pub read: Duration,
+    /// Time in header parsing.
+    pub parse: Duration,
+    /// Time in decoding (including EXIF orientation).
+    pub decode: Duration,
+    /// Time in crop/resize/normalize/cast.
+    pub augment: Duration,
+    /// Time the consumer waited for data.
+    pub wait: Duration,
+    /// Failed samples per kind, in the order of [`ErrorKind::ALL`].
+    pub errors: [u64; ErrorKind::ALL.len()],
+}
+
+impl Stats {
+    /// Failed samples of one kind.
+    pub fn errors_of(&self, kind: ErrorKind) -> u64 {
+        self.errors[kind.index()]
+    }
+
+    /// Failed samples of all kinds.
+    pub fn total_errors(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}

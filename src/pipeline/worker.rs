@@ -1,0 +1,200 @@
+//! The threads: readers (bytes only) and CPU workers (parse, decode,
+//! augment).
+//!
+//! ```text
+//! tasks ──► reader ×R ──► read ──► worker ×W ──► done ──► Epoch (assembles
+//!                 ▲  buffers pool ◄─────┘  ▲ sample pool ◄─┘   batches in order)
+//! ```
+//!
+//! Every task sent produces exactly one `Done`, whatever happens to it,
+//! so the epoch can count what is in flight and never waits for a result
+//! that will not come. A panic inside a stage becomes a per-sample error.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::batch::TensorData;
+use super::builder::Config;
+use super::stats::Counters;
+use crate::augment::cpu::{Element, Resampler};
+use crate::augment::{Crop, Fma};
+use crate::decode::{CpuDecoder, Image};
+use crate::error::SampleError;
+use crate::jpeg::parse_header;
+use crate::reader::read_file;
+use crate::source::Sample;
+
+/// State shared by the pipeline, its epochs and its threads.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) config: Config,
+    pub(crate) counters: Counters,
+    /// Bumped when an epoch is abandoned: tasks of an older generation are
+    /// answered without doing the work.
+    pub(crate) generation: AtomicU64,
+    pub(crate) fma: Fma,
+}
+
+impl Shared {
+    fn is_stale(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::Acquire) != generation
+    }
+}
+
+/// One sample to produce: `seq` is its position in the epoch's order,
+/// `index` its place in the source.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Task {
+    pub(crate) generation: u64,
+    pub(crate) seq: usize,
+    pub(crate) index: u32,
+}
+
+pub(crate) struct Read {
+    task: Task,
+    bytes: Result<Vec<u8>, SampleError>,
+}
+
+/// The answer to a task.
+pub(crate) struct Done {
+    pub(crate) seq: usize,
+    pub(crate) index: u32,
+    /// `None` when the task was stale and skipped.
+    pub(crate) result: Option<Result<TensorData, SampleError>>,
+}
+
+/// Buffers that cycle between threads; a bounded channel is the pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Pools {
+    pub(crate) bytes: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    pub(crate) samples: (Sender<TensorData>, Receiver<TensorData>),
+}
+
+pub(crate) fn reader_loop(
+    shared: Arc<Shared>,
+    pools: Pools,
+    tasks: Receiver<Task>,
+    out: Sender<Read>,
+    done: Sender<Done>,
+) {
+    for task in tasks {
+        if shared.is_stale(task.generation) {
+            let _ = done.send(Done {
+                seq: task.seq,
+                index: task.index,
+                result: None,
+            });
+            continue;
+        }
+        let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
+        let path = &shared.samples[task.index as usize].path;
+        let t0 = Instant::now();
+        let res = catch_unwind(AssertUnwindSafe(|| {
+            read_file(path, &mut buf, shared.config.max_file_bytes)
+        }))
+        .unwrap_or_else(|_| Err(SampleError::Panic("reader".into())));
+        Counters::add_time(&shared.counters.read_ns, t0.elapsed());
+        let bytes = res.map(|()| {
+            Counters::add(&shared.counters.bytes_read, buf.len() as u64);
+            buf
+        });
+        if out.send(Read { task, bytes }).is_err() {
+            return;
+        }
+    }
+}
+
+/// Per-thread scratch of a CPU worker.
+#[derive(Default)]
+struct Scratch {
+    decoder: Option<CpuDecoder>,
+    image: Image,
+    resampler: Resampler,
+}
+
+pub(crate) fn worker_loop(
+    shared: Arc<Shared>,
+    pools: Pools,
+    input: Receiver<Read>,
+    done: Sender<Done>,
+) {
+    let mut scratch = Scratch {
+        decoder: Some(CpuDecoder::new(shared.config.apply_orientation)),
+        ..Scratch::default()
+    };
+    for Read { task, bytes } in input {
+        let result = if shared.is_stale(task.generation) {
+            None
+        } else {
+            Some(bytes.and_then(|b| {
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    process(&shared, &pools, &mut scratch, &b)
+                }))
+                .unwrap_or_else(|_| {
+                    // The scratch may be half-written: start afresh.
+                    scratch = Scratch {
+                        decoder: Some(CpuDecoder::new(shared.config.apply_orientation)),
+                        ..Scratch::default()
+                    };
+                    Err(SampleError::Panic("CPU worker".into()))
+                });
+                let _ = pools.bytes.0.try_send(b);
+                r
+            }))
+        };
+        if done
+            .send(Done {
+                seq: task.seq,
+                index: task.index,
+                result,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn process(
+    shared: &Shared,
+    pools: &Pools,
+    s: &mut Scratch,
+    bytes: &[u8],
+) -> Result<TensorData, SampleError> {
+    let cfg = &shared.config;
+    let c = &shared.counters;
+    let t0 = Instant::now();
+    let header = parse_header(bytes, cfg.max_pixels)?;
+    let t1 = Instant::now();
+    Counters::add_time(&c.parse_ns, t1 - t0);
+    let decoder = s.decoder.as_mut().expect("decoder is set at thread start");
+    decoder.decode(bytes, &header, &mut s.image)?;
+    let t2 = Instant::now();
+    Counters::add_time(&c.decode_ns, t2 - t1);
+
+    let mut out = pools
+        .samples
+        .1
+        .try_recv()
+        .unwrap_or_else(|_| TensorData::zeros(cfg.dtype, 0));
+    out.set_len(cfg.sample_len());
+    let crop = Crop::full(s.image.width, s.image.height);
+    match &mut out {
+        TensorData::U8(v) => resample(s, crop, cfg, &shared.fma, v),
+        TensorData::F16(v) => resample(s, crop, cfg, &shared.fma, v),
+        TensorData::BF16(v) => resample(s, crop, cfg, &shared.fma, v),
+        TensorData::F32(v) => resample(s, crop, cfg, &shared.fma, v),
+    }
+    Counters::add_time(&c.augment_ns, t2.elapsed());
+    Ok(out)
+}
+
+fn resample<T: Element>(s: &mut Scratch, crop: Crop, cfg: &Config, fma: &Fma, out: &mut [T]) {
+    s.resampler
+        .run(&s.image, crop, cfg.out_w, cfg.out_h, cfg.layout, fma, out);
+}

@@ -1,0 +1,48 @@
+//! I/O: whole files into reusable buffers with positioned reads.
+//!
+//! Readers never touch pixels. A buffer is sized from one `fstat` of the
+//! already-open file (never at listing time) and filled with `pread`, then
+//! handed on; buffers cycle through a bounded pool so the memory held by
+//! readers is fixed by the prefetch depth.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::error::SampleError;
+
+/// Read all of `path` into `buf` (cleared first), refusing files over
+/// `max_bytes`.
+pub(crate) fn read_file(path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError> {
+    buf.clear();
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(SampleError::Read(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        )));
+    }
+    let len = meta.len();
+    if len > max_bytes {
+        return Err(SampleError::FileTooLarge {
+            bytes: len,
+            limit: max_bytes,
+        });
+    }
+    buf.resize(len as usize, 0);
+    let mut done = 0usize;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], done as u64) {
+            // The file shrank after the fstat: keep what is there; the
+            // parser reports the truncation with its own words.
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    buf.truncate(done);
+    Ok(())
+}
