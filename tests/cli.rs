@@ -1,0 +1,113 @@
+//! The `gpufeed` binary: bench and scan, exit codes and messages.
+
+mod common;
+
+use std::process::Command;
+
+fn gpufeed(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpufeed"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bench_prints_a_table_and_json() {
+    let sample = common::sample_dir();
+    let sample = sample.to_str().unwrap();
+    let (code, out, err) = gpufeed(&[
+        "bench", sample, "--device", "cpu", "--epochs", "2", "--batch", "8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("img/s") && out.contains("decode") && out.contains("28 files"),
+        "{out}"
+    );
+
+    let (code, out, err) = gpufeed(&[
+        "bench", sample, "--device", "cpu", "--epochs", "1", "--json", "--size", "64",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files"], 28);
+    assert_eq!(v["epochs"][0]["images"], 28);
+    assert!(v["img_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["errors"]["corrupt"], 0);
+}
+
+#[test]
+fn bench_reports_bad_input_clearly() {
+    let (code, _, err) = gpufeed(&["bench", "/nonexistent/data", "--device", "cpu"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("/nonexistent/data") && err.contains("does not exist"),
+        "{err}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let (code, _, err) = gpufeed(&["bench", empty.path().to_str().unwrap(), "--device", "cpu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no files"), "{err}");
+
+    let (code, _, err) = gpufeed(&["bench", "--batch", "many"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--batch"), "{err}");
+
+    let (code, _, err) = gpufeed(&["bench", "--device", "tpu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown device"), "{err}");
+
+    let (code, _, err) = gpufeed(&["bench", "--device", "cuda:0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cuda:0"), "{err}");
+}
+
+#[test]
+fn scan_good_folder_exits_0() {
+    let (code, out, err) = gpufeed(&["scan", common::sample_dir().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("28 files: 28 decoded, 0 typed errors, 0 timeouts"),
+        "{out}"
+    );
+}
+
+#[test]
+fn scan_lists_bad_files_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        common::sample_dir().join("cat/cat-300572_1280.jpg"),
+        dir.path().join("good.jpg"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("bad.jpg"), b"GIF89a").unwrap();
+    let (code, out, _) = gpufeed(&["scan", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("BAD") && out.contains("bad.jpg") && out.contains("not a JPEG"),
+        "{out}"
+    );
+    assert!(!out.contains("good.jpg:"), "{out}");
+    assert!(out.contains("2 files: 1 decoded, 1 typed errors"), "{out}");
+
+    let (code, out, _) = gpufeed(&["scan", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["bad"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn scan_tricky_corpus_exits_1() {
+    let Some(corpus) = common::corpus("scan_tricky_corpus_exits_1") else {
+        return;
+    };
+    let (code, out, _) = gpufeed(&["scan", corpus.join("tricky").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(out.contains("BAD") && out.contains("large.jpg"), "{out}");
+    println!("{}", out.lines().last().unwrap());
+}
