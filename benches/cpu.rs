@@ -54,6 +54,18 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    #[cfg(feature = "turbojpeg")]
+    g.bench_function("decode_turbojpeg", |b| {
+        let mut dec =
+            CpuDecoder::with_backend(gpufeed::decode::CpuBackend::TurboJpeg, true).unwrap();
+        let mut img = Image::default();
+        b.iter(|| {
+            for f in &files {
+                let h = parse_header(f, DEFAULT_MAX_PIXELS).unwrap();
+                dec.decode(f, &h, &mut img).unwrap();
+            }
+        })
+    });
     let mut pipeline = Pipeline::builder()
         .source(Source::recursive(&dir).unwrap())
         .batch_size(32)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gpufeed::decode::{CpuDecoder, Image};
+use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 use gpufeed::{Device, OnError, Pipeline, Sample, Source};
 
@@ -43,7 +43,7 @@ enum Outcome {
 
 /// Decode every file on `threads` threads; a watchdog fails the test when a
 /// file runs past `LIMIT`.
-fn decode_all(files: &[PathBuf]) -> Vec<Outcome> {
+fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Outcome> {
     let files = Arc::new(files.to_vec());
     let next = Arc::new(Mutex::new(0usize));
     let results = Arc::new(Mutex::new(
@@ -56,7 +56,7 @@ fn decode_all(files: &[PathBuf]) -> Vec<Outcome> {
             let (files, next, results, busy) =
                 (files.clone(), next.clone(), results.clone(), busy.clone());
             std::thread::spawn(move || {
-                let mut dec = CpuDecoder::default();
+                let mut dec = CpuDecoder::with_backend(backend, true).unwrap();
                 let mut img = Image::default();
                 loop {
                     let i = {
@@ -110,10 +110,16 @@ fn check_folder(sub: &str) {
     let Some(corpus) = common::corpus(&format!("corpus_{sub}")) else {
         return;
     };
+    for backend in common::backends() {
+        check_folder_with(&corpus, sub, backend);
+    }
+}
+
+fn check_folder_with(corpus: &Path, sub: &str, backend: CpuBackend) {
     let mut files = Vec::new();
     all_files(&corpus.join(sub), &mut files);
     assert!(!files.is_empty());
-    let outcomes = decode_all(&files);
+    let outcomes = decode_all(&files, backend);
     let decoded = outcomes.iter().filter(|o| **o == Outcome::Decoded).count();
     let errors = outcomes.iter().filter(|o| **o == Outcome::Error).count();
     let panics: Vec<String> = files
@@ -125,7 +131,7 @@ fn check_folder(sub: &str) {
         })
         .collect();
     println!(
-        "{sub}: {} files: {decoded} decoded, {errors} typed errors, {} panics, 0 timeouts",
+        "{backend:?} {sub}: {} files: {decoded} decoded, {errors} typed errors, {} panics, 0 timeouts",
         files.len(),
         panics.len()
     );
@@ -141,7 +147,8 @@ fn check_folder(sub: &str) {
         })
         .collect();
     let mut pipeline = Pipeline::builder()
-        .source(Source::from_samples(&corpus, samples).unwrap())
+        .source(Source::from_samples(corpus, samples).unwrap())
+        .cpu_backend(backend)
         .batch_size(64)
         .output_size(32, 32)
         .device(Device::Cpu)

@@ -419,6 +419,12 @@ fn builder_validates() {
     assert!(err(builder(src()).shard(2, 2)).contains("rank"));
     let e = builder(src()).device(Device::Cuda(0)).build().unwrap_err();
     assert!(matches!(e, Error::Device(_)), "{e}");
+    if !cfg!(feature = "turbojpeg") {
+        let e = builder(src())
+            .cpu_backend(gpufeed::decode::CpuBackend::TurboJpeg)
+            .build();
+        assert!(e.unwrap_err().to_string().contains("turbojpeg"));
+    }
     let auto = builder(src()).device(Device::Auto).build();
     assert!(auto.is_ok(), "Auto falls back to the CPU");
 }

@@ -9,15 +9,16 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use gpufeed::decode::{CpuDecoder, Image};
+use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 
-fn decode(path: &Path) -> Image {
+fn decode(path: &Path, backend: CpuBackend) -> Image {
     let bytes = std::fs::read(path).unwrap();
     let header = parse_header(&bytes, DEFAULT_MAX_PIXELS)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut img = Image::default();
-    CpuDecoder::default()
+    CpuDecoder::with_backend(backend, true)
+        .unwrap()
         .decode(&bytes, &header, &mut img)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     img
@@ -70,11 +71,19 @@ fn fixtures() -> PathBuf {
 /// nearest; zune-jpeg: interpolating) decides edge pixels: bound mean 5.0
 /// (measured 4.2 and 1.0), no bound on the maximum.
 fn check_go(dir: &Path, pairs: &[(&str, &str)]) {
-    for (jpeg, png) in pairs {
-        let got = decode(&dir.join(jpeg));
+    for backend in common::backends() {
+        for (jpeg, png) in pairs {
+            check_go_pair(dir, jpeg, png, backend);
+        }
+    }
+}
+
+fn check_go_pair(dir: &Path, jpeg: &str, png: &str, backend: CpuBackend) {
+    {
+        let got = decode(&dir.join(jpeg), backend);
         let want = read_png(&dir.join(png));
         let (max, mean) = diff(&got, &want);
-        println!("{jpeg}: max {max}, mean {mean:.3}");
+        println!("{backend:?} {jpeg}: max {max}, mean {mean:.3}");
         if jpeg.ends_with("rgb.jpeg") || jpeg.ends_with("221212.jpeg") {
             assert!(mean <= 5.0, "{jpeg}: mean {mean:.3}");
         } else {
@@ -153,6 +162,12 @@ fn jpeg_decoder_reftests_match_reference_png() {
     let Some(corpus) = common::corpus("jpeg_decoder_reftests") else {
         return;
     };
+    for backend in common::backends() {
+        reftests(&corpus, backend);
+    }
+}
+
+fn reftests(corpus: &Path, backend: CpuBackend) {
     let dir = corpus.join("tricky/jpeg-decoder-reftest");
     let mut checked = 0;
     let mut refused = Vec::new();
@@ -163,7 +178,7 @@ fn jpeg_decoder_reftests_match_reference_png() {
         .filter(|n| n.ends_with(".jpg"))
         .collect();
     names.sort();
-    let mut dec = CpuDecoder::default();
+    let mut dec = CpuDecoder::with_backend(backend, true).unwrap();
     for name in names {
         let png = dir.join("reference_png").join(name.replace(".jpg", ".png"));
         if !png.is_file() {
@@ -183,7 +198,7 @@ fn jpeg_decoder_reftests_match_reference_png() {
         } else {
             diff(&img, &want)
         };
-        println!("{name}: max {max}, mean {mean:.3}");
+        println!("{backend:?} {name}: max {max}, mean {mean:.3}");
         if !(max <= 16 && mean <= 1.0) {
             mismatched.push(format!("{name}: max {max}, mean {mean:.3}"));
         }
@@ -202,17 +217,26 @@ fn jpeg_decoder_reftests_match_reference_png() {
 /// away.
 #[test]
 fn exif_orientations_come_out_upright() {
+    for backend in common::backends() {
+        orientations(backend);
+    }
+}
+
+fn orientations(backend: CpuBackend) {
     let dir = fixtures().join("pillow");
-    let upright = decode(&dir.join("hopper.jpg"));
+    let upright = decode(&dir.join("hopper.jpg"), backend);
     for n in 2..=8 {
         let path = dir.join(format!("hopper_orientation_{n}.jpg"));
         let bytes = std::fs::read(&path).unwrap();
         let h = parse_header(&bytes, DEFAULT_MAX_PIXELS).unwrap();
         assert_eq!(h.orientation.exif_value(), n);
-        let img = decode(&path);
+        let img = decode(&path, backend);
         let (max, mean) = diff(&img, &upright);
         let mut raw = Image::default();
-        CpuDecoder::new(false).decode(&bytes, &h, &mut raw).unwrap();
+        CpuDecoder::with_backend(backend, false)
+            .unwrap()
+            .decode(&bytes, &h, &mut raw)
+            .unwrap();
         println!(
             "orientation {n}: max {max}, mean {mean:.3}, unrotated {:?}",
             (raw.width, raw.height, img.width, img.height)
@@ -220,7 +244,10 @@ fn exif_orientations_come_out_upright() {
         assert!(mean <= 6.0, "orientation {n}: mean {mean:.3}");
         // Without orientation, the picture is visibly different.
         let mut raw = Image::default();
-        CpuDecoder::new(false).decode(&bytes, &h, &mut raw).unwrap();
+        CpuDecoder::with_backend(backend, false)
+            .unwrap()
+            .decode(&bytes, &h, &mut raw)
+            .unwrap();
         assert!(
             diff(&raw, &upright).1 > 10.0,
             "orientation {n} looks upright unrotated"

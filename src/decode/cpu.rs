@@ -9,20 +9,43 @@ use zune_jpeg::JpegDecoder;
 use zune_jpeg::errors::DecodeErrors;
 
 use super::{Image, apply_orientation};
-use crate::error::SampleError;
+use crate::error::{Error, SampleError};
 use crate::jpeg::{JpegHeader, Orientation, SofKind};
 
 /// Progressive scans accepted before a file is refused. Real encoders write
 /// about ten; crafted files with thousands of scans make decoding quadratic.
 const MAX_SCANS: usize = 256;
 
+/// Which library decodes JPEGs on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CpuBackend {
+    /// `zune-jpeg`: pure Rust, no system dependencies.
+    #[default]
+    Zune,
+    /// libjpeg-turbo through the `turbojpeg` crate; needs the crate feature
+    /// `turbojpeg`. Also decodes arithmetic-coded and 8-bit lossless files.
+    /// CMYK/YCCK images go to zune-jpeg (TurboJPEG cannot convert them to
+    /// RGB).
+    TurboJpeg,
+}
+
 /// A reusable CPU decoder: one per thread. Holds scratch memory so that the
 /// steady state allocates nothing.
-#[derive(Debug)]
 pub struct CpuDecoder {
     apply_orientation: bool,
     scratch: Image,
     padded: Vec<u8>,
+    #[cfg(feature = "turbojpeg")]
+    turbo: Option<super::turbo::Turbo>,
+}
+
+impl std::fmt::Debug for CpuDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuDecoder")
+            .field("apply_orientation", &self.apply_orientation)
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for CpuDecoder {
@@ -32,30 +55,73 @@ impl Default for CpuDecoder {
 }
 
 impl CpuDecoder {
-    /// A decoder that applies EXIF orientation when `apply_orientation`.
+    /// A zune-jpeg decoder that applies EXIF orientation when
+    /// `apply_orientation`.
     pub fn new(apply_orientation: bool) -> CpuDecoder {
         CpuDecoder {
             apply_orientation,
             scratch: Image::default(),
             padded: Vec::new(),
+            #[cfg(feature = "turbojpeg")]
+            turbo: None,
         }
+    }
+
+    /// A decoder using `backend`; an error when that backend is not
+    /// compiled in or cannot start.
+    pub fn with_backend(backend: CpuBackend, apply_orientation: bool) -> Result<CpuDecoder, Error> {
+        #[allow(unused_mut)]
+        let mut dec = CpuDecoder::new(apply_orientation);
+        match backend {
+            CpuBackend::Zune => {}
+            #[cfg(feature = "turbojpeg")]
+            CpuBackend::TurboJpeg => dec.turbo = Some(super::turbo::Turbo::new()?),
+            #[cfg(not(feature = "turbojpeg"))]
+            CpuBackend::TurboJpeg => {
+                return Err(Error::Config(
+                    "CpuBackend::TurboJpeg needs gpufeed built with the `turbojpeg` feature".into(),
+                ));
+            }
+        }
+        Ok(dec)
+    }
+
+    /// The library this decoder uses.
+    pub fn backend(&self) -> CpuBackend {
+        #[cfg(feature = "turbojpeg")]
+        if self.turbo.is_some() {
+            return CpuBackend::TurboJpeg;
+        }
+        CpuBackend::Zune
     }
 
     /// Decode `data`, whose parsed header is `header`, into `out` as RGB.
     ///
     /// Grayscale is replicated to three channels; CMYK and YCCK (Adobe
     /// APP14) are converted to RGB; EXIF orientation is applied when this
-    /// decoder was built to do so. Coding processes zune-jpeg lacks
-    /// (lossless, arithmetic, hierarchical, precision other than 8 bits)
-    /// are refused with [`SampleError::Unsupported`] before any work.
+    /// decoder was built to do so. Coding processes the backend lacks
+    /// (zune-jpeg: lossless, arithmetic, hierarchical; both: precision
+    /// other than 8 bits) are refused with [`SampleError::Unsupported`]
+    /// before any work.
     pub fn decode(
         &mut self,
         data: &[u8],
         header: &JpegHeader,
         out: &mut Image,
     ) -> Result<(), SampleError> {
-        check_supported(header)?;
         let rotate = self.apply_orientation && header.orientation != Orientation::Normal;
+        #[cfg(feature = "turbojpeg")]
+        if let Some(turbo) = self.turbo.as_mut() {
+            if header.components != 4 {
+                let target = if rotate { &mut self.scratch } else { &mut *out };
+                turbo.decode(data, header, target)?;
+                if rotate {
+                    apply_orientation(&self.scratch, header.orientation, out);
+                }
+                return Ok(());
+            }
+        }
+        check_supported(header)?;
         let target = if rotate { &mut self.scratch } else { &mut *out };
         // zune-jpeg is written to return errors, but a decoder fed hostile
         // bytes is the most likely place for a bug; a panic here must cost
@@ -151,7 +217,7 @@ fn map_error(e: DecodeErrors) -> SampleError {
     }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

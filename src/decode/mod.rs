@@ -5,8 +5,10 @@
 
 mod cpu;
 mod orient;
+#[cfg(feature = "turbojpeg")]
+mod turbo;
 
-pub use cpu::CpuDecoder;
+pub use cpu::{CpuBackend, CpuDecoder};
 pub use orient::apply_orientation;
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`,

@@ -4,6 +4,7 @@ use std::sync::Once;
 
 use super::Pipeline;
 use crate::augment::{DType, Layout, Normalize};
+use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
 use crate::sampler::{Sampler, ShardMode};
@@ -40,7 +41,6 @@ pub(crate) struct Config {
     pub(crate) batch_size: usize,
     pub(crate) drop_last: bool,
     pub(crate) readers: usize,
-    pub(crate) workers: usize,
     pub(crate) prefetch: usize,
     pub(crate) on_error: OnError,
     pub(crate) out_h: usize,
@@ -50,7 +50,6 @@ pub(crate) struct Config {
     pub(crate) normalize: Option<Normalize>,
     pub(crate) max_pixels: u64,
     pub(crate) max_file_bytes: u64,
-    pub(crate) apply_orientation: bool,
 }
 
 impl Config {
@@ -89,6 +88,7 @@ pub struct PipelineBuilder {
     max_pixels: u64,
     max_file_bytes: u64,
     apply_orientation: bool,
+    cpu_backend: CpuBackend,
 }
 
 impl Default for PipelineBuilder {
@@ -114,6 +114,7 @@ impl Default for PipelineBuilder {
             max_pixels: DEFAULT_MAX_PIXELS,
             max_file_bytes: 256 << 20,
             apply_orientation: true,
+            cpu_backend: CpuBackend::Zune,
         }
     }
 }
@@ -241,6 +242,13 @@ impl PipelineBuilder {
         self
     }
 
+    /// The library that decodes on CPU threads (the CPU backend, and the
+    /// GPU backend's fallback route). Default [`CpuBackend::Zune`].
+    pub fn cpu_backend(mut self, backend: CpuBackend) -> Self {
+        self.cpu_backend = backend;
+        self
+    }
+
     /// Check the settings, pick the device and start the threads.
     pub fn build(self) -> Result<Pipeline> {
         let bad = |m: String| Err(Error::Config(m));
@@ -307,11 +315,13 @@ impl PipelineBuilder {
                 .map(|n| n.get())
                 .unwrap_or(1)
         });
+        let decoders = (0..workers)
+            .map(|_| CpuDecoder::with_backend(self.cpu_backend, self.apply_orientation))
+            .collect::<Result<Vec<_>>>()?;
         let config = Config {
             batch_size: self.batch_size,
             drop_last: self.drop_last,
             readers: self.readers,
-            workers,
             prefetch: self.prefetch,
             on_error: self.on_error,
             out_h,
@@ -321,8 +331,7 @@ impl PipelineBuilder {
             normalize: self.normalize,
             max_pixels: self.max_pixels,
             max_file_bytes: self.max_file_bytes,
-            apply_orientation: self.apply_orientation,
         };
-        Pipeline::start(source, sampler, config)
+        Pipeline::start(source, sampler, config, decoders)
     }
 }

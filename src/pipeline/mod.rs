@@ -22,6 +22,7 @@ use self::batch::TensorData;
 use self::builder::Config;
 use self::stats::Counters;
 use self::worker::{Done, Pools, Shared, Task};
+use crate::decode::CpuDecoder;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 use crate::source::Source;
@@ -57,7 +58,12 @@ impl Pipeline {
         PipelineBuilder::default()
     }
 
-    fn start(source: Source, sampler: Sampler, config: Config) -> Result<Pipeline> {
+    fn start(
+        source: Source,
+        sampler: Sampler,
+        config: Config,
+        decoders: Vec<CpuDecoder>,
+    ) -> Result<Pipeline> {
         let window = config.window();
         let fma = config
             .normalize
@@ -97,7 +103,7 @@ impl Pipeline {
             )?);
         }
         drop(read_tx);
-        for i in 0..shared.config.workers {
+        for (i, dec) in decoders.into_iter().enumerate() {
             let (s, p, r, d) = (
                 shared.clone(),
                 pools.clone(),
@@ -106,7 +112,7 @@ impl Pipeline {
             );
             threads.push(spawn(
                 format!("gpufeed-cpu-{i}"),
-                Box::new(move || worker::worker_loop(s, p, r, d)),
+                Box::new(move || worker::worker_loop(s, p, r, d, dec)),
             )?);
         }
         let batches = bounded(shared.config.prefetch + 1);

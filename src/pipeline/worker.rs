@@ -112,7 +112,6 @@ pub(crate) fn reader_loop(
 /// Per-thread scratch of a CPU worker.
 #[derive(Default)]
 struct Scratch {
-    decoder: Option<CpuDecoder>,
     image: Image,
     resampler: Resampler,
 }
@@ -122,25 +121,20 @@ pub(crate) fn worker_loop(
     pools: Pools,
     input: Receiver<Read>,
     done: Sender<Done>,
+    mut decoder: CpuDecoder,
 ) {
-    let mut scratch = Scratch {
-        decoder: Some(CpuDecoder::new(shared.config.apply_orientation)),
-        ..Scratch::default()
-    };
+    let mut scratch = Scratch::default();
     for Read { task, bytes } in input {
         let result = if shared.is_stale(task.generation) {
             None
         } else {
             Some(bytes.and_then(|b| {
                 let r = catch_unwind(AssertUnwindSafe(|| {
-                    process(&shared, &pools, &mut scratch, &b)
+                    process(&shared, &pools, &mut decoder, &mut scratch, &b)
                 }))
                 .unwrap_or_else(|_| {
                     // The scratch may be half-written: start afresh.
-                    scratch = Scratch {
-                        decoder: Some(CpuDecoder::new(shared.config.apply_orientation)),
-                        ..Scratch::default()
-                    };
+                    scratch = Scratch::default();
                     Err(SampleError::Panic("CPU worker".into()))
                 });
                 let _ = pools.bytes.0.try_send(b);
@@ -163,6 +157,7 @@ pub(crate) fn worker_loop(
 fn process(
     shared: &Shared,
     pools: &Pools,
+    decoder: &mut CpuDecoder,
     s: &mut Scratch,
     bytes: &[u8],
 ) -> Result<TensorData, SampleError> {
@@ -172,7 +167,6 @@ fn process(
     let header = parse_header(bytes, cfg.max_pixels)?;
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
-    let decoder = s.decoder.as_mut().expect("decoder is set at thread start");
     decoder.decode(bytes, &header, &mut s.image)?;
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);

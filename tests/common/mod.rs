@@ -24,3 +24,12 @@ pub(crate) fn corpus(test: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// The CPU decoders compiled into this build.
+pub(crate) fn backends() -> Vec<gpufeed::decode::CpuBackend> {
+    let mut v = vec![gpufeed::decode::CpuBackend::Zune];
+    if cfg!(feature = "turbojpeg") {
+        v.push(gpufeed::decode::CpuBackend::TurboJpeg);
+    }
+    v
+}

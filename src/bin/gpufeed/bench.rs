@@ -40,6 +40,9 @@ pub(crate) struct Args {
     /// Shuffle seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// CPU decoder: zune or turbojpeg (needs the `turbojpeg` feature).
+    #[arg(long, default_value = "zune", value_parser = super::parse_cpu_decoder)]
+    cpu_decoder: gpufeed::decode::CpuBackend,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -101,6 +104,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .layout(args.layout)
         .normalize((args.dtype != DType::U8).then_some(Normalize::IMAGENET))
         .seed(args.seed)
+        .cpu_backend(args.cpu_decoder)
         .device(args.device);
     if let Some(w) = args.workers {
         builder = builder.workers(w);
@@ -169,6 +173,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "workers": workers,
             "size": args.size,
             "dtype": args.dtype.name(),
+            "cpu_decoder": format!("{:?}", args.cpu_decoder),
             "epochs": epochs.iter().enumerate().map(|(i, e)| json!({
                 "epoch": i, "images": e.images, "batches": e.batches, "seconds": e.seconds,
                 "img_per_s": e.images as f64 / e.seconds.max(1e-9),
@@ -191,7 +196,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 
     println!(
         "gpufeed bench  {}  ({n_files} files, {classes} classes)\n  device cpu, batch {}, \
-         {} readers, {workers} workers, {}x{} {} {:?}",
+         {} readers, {workers} workers, {}x{} {} {:?}, decoder {:?}",
         data.display(),
         args.batch,
         args.readers,
@@ -199,6 +204,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.size,
         args.dtype.name(),
         args.layout,
+        args.cpu_decoder,
     );
     println!(
         "\n  {:>5}  {:>8}  {:>8}  {:>9}  {:>9}",

@@ -43,6 +43,16 @@ fn parse_device(s: &str) -> anyhow::Result<Device> {
     })
 }
 
+/// `zune` or `turbojpeg`.
+fn parse_cpu_decoder(s: &str) -> anyhow::Result<gpufeed::decode::CpuBackend> {
+    use gpufeed::decode::CpuBackend;
+    Ok(match s {
+        "zune" => CpuBackend::Zune,
+        "turbojpeg" => CpuBackend::TurboJpeg,
+        _ => bail!("unknown CPU decoder {s:?}: expected zune or turbojpeg"),
+    })
+}
+
 /// The dataset given, or the sample set shipped in the repository.
 fn data_or_sample(data: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(d) = data {

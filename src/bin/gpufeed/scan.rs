@@ -25,6 +25,9 @@ pub(crate) struct Args {
     /// Threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// CPU decoder: zune or turbojpeg (needs the `turbojpeg` feature).
+    #[arg(long, default_value = "zune", value_parser = super::parse_cpu_decoder)]
+    cpu_decoder: gpufeed::decode::CpuBackend,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     json: bool,
@@ -60,6 +63,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.data.exists() {
         anyhow::bail!("{} does not exist", args.data.display());
     }
+    // Fail early, with the reason, when the decoder is not compiled in.
+    CpuDecoder::with_backend(args.cpu_decoder, true)?;
     let files: Vec<PathBuf> = Source::recursive(&args.data)?
         .samples()
         .iter()
@@ -89,9 +94,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             done_tx.clone(),
             busy.clone(),
         );
-        let max_pixels = args.max_pixels;
+        let (max_pixels, backend) = (args.max_pixels, args.cpu_decoder);
         std::thread::spawn(move || {
-            let mut dec = CpuDecoder::new(true);
+            let mut dec = CpuDecoder::with_backend(backend, true).expect("checked above");
             let mut img = Image::default();
             for i in work_rx {
                 *busy[t].lock().expect("not poisoned") = Some((i, Instant::now()));
