@@ -55,7 +55,7 @@ mod reader;
 mod sampler;
 mod source;
 
-pub use augment::{DType, Layout, Normalize};
+pub use augment::{DType, Layout, Normalize, Transform, View};
 pub use error::{Error, ErrorKind, Result, SampleError};
 pub use pipeline::{Batch, Device, Epoch, OnError, Pipeline, PipelineBuilder, Stats, Tensor};
 pub use sampler::{Sampler, ShardMode};

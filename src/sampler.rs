@@ -90,7 +90,7 @@ impl Sampler {
     pub fn permutation(&self, epoch: u64) -> Vec<u32> {
         let mut order: Vec<u32> = (0..self.len as u32).collect();
         if self.shuffle {
-            let mut rng = ChaCha8Rng::from_seed(seed_bytes(self.seed, epoch, u64::MAX));
+            let mut rng = ChaCha8Rng::from_seed(seed_bytes(self.seed, epoch, u64::MAX, 0));
             for i in (1..order.len()).rev() {
                 let j = uniform_below(&mut rng, i as u64 + 1) as usize;
                 order.swap(i, j);
@@ -119,12 +119,17 @@ impl Sampler {
     }
 }
 
-/// 32 seed bytes from three words, each spread by SplitMix64 so that nearby
-/// seeds, epochs and indices give unrelated streams.
-pub(crate) fn seed_bytes(seed: u64, epoch: u64, index: u64) -> [u8; 32] {
+/// 32 seed bytes from four words, each spread by SplitMix64 so that nearby
+/// seeds, epochs, indices and streams give unrelated ChaCha streams.
+pub(crate) fn seed_bytes(seed: u64, epoch: u64, index: u64, stream: u64) -> [u8; 32] {
     let mut out = [0u8; 32];
     let mut state = seed;
-    let words = [splitmix(&mut state), epoch, index, 0x6770_7566_6565_6421];
+    let words = [
+        splitmix(&mut state),
+        epoch,
+        index,
+        0x6770_7566_6565_6421 ^ stream,
+    ];
     for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
         state ^= w;
         chunk.copy_from_slice(&splitmix(&mut state).to_le_bytes());

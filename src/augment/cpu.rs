@@ -1,26 +1,44 @@
-//! The CPU reference: bilinear resampling of a crop window into one output
-//! sample.
+//! The CPU reference: one view of one sample, from decoded RGB pixels to the
+//! output slot. Its formulas are the specification the CUDA kernel follows.
 //!
-//! For output pixel `(ox, oy)` of an `out_w × out_h` sample taken from crop
-//! `(x, y, w, h)`:
+//! **Sampling.** Each output axis is an [`Axis`]: output pixel `o` is centred
+//! on source coordinate (relative to the region start)
 //!
 //! ```text
-//! sx = max(0, (ox + 0.5) * w / out_w - 0.5)        (pixel centres,
-//! sy = max(0, (oy + 0.5) * h / out_h - 0.5)         align_corners=False)
-//! x0 = min(floor(sx), w - 1),  x1 = min(x0 + 1, w - 1),  fx = sx - x0
-//! y0 = min(floor(sy), h - 1),  y1 = min(y0 + 1, h - 1),  fy = sy - y0
-//! v  = (1-fy) * ((1-fx) p(x0,y0) + fx p(x1,y0)) + fy * ((1-fx) p(x0,y1) + fx p(x1,y1))
-//! out[c] = cast(v * scale[c] + shift[c])
+//! c = (o + offset + 0.5) * scale            (pixel centres)
 //! ```
 //!
-//! with `p` read at `(x + xi, y + yi)` in the image: samples never leave the
-//! crop window (edge clamp), exactly like PyTorch's
-//! `upsample_bilinear2d(align_corners=False)` applied to the cropped tensor.
-//! The cast rounds to nearest (`u8` saturates to 0..=255).
+//! *Bilinear* (default, and always when `scale <= 1`): PyTorch
+//! `upsample_bilinear2d(align_corners=False)` on the region:
+//!
+//! ```text
+//! s  = max(0, c - 0.5)
+//! i0 = min(floor(s), len - 1),  i1 = min(i0 + 1, len - 1),  f = s - i0
+//! taps: (i0, 1 - f), (i1, f)
+//! ```
+//!
+//! *Antialiased* (option, only where `scale > 1`): the triangle filter of
+//! PIL / torchvision `antialias=True`, support `scale`:
+//!
+//! ```text
+//! lo = max(int(c - scale + 0.5), 0),  hi = min(int(c + scale + 0.5), len)
+//! w(i) = max(0, 1 - |i - c + 0.5| / scale)  for i in lo..hi, normalised to sum 1
+//! ```
+//!
+//! **Order.** Separable: the horizontal taps are applied to each source row
+//! first (in `f32`), then the vertical taps to those rows. Values stay in
+//! 0..=255 units until the end.
+//!
+//! **Flip.** A flipped axis writes output pixel `o` to position `n - 1 - o`.
+//!
+//! **Normalize and cast.** `out[c] = cast(v * scale[c] + shift[c])` (one
+//! fused multiply-add, constants folded on the host from mean/std); casts
+//! round to nearest, `u8` saturates to 0..=255.
 
 use half::{bf16, f16};
 
-use super::{Crop, Fma, Layout};
+use super::params::{Axis, SampleParams};
+use super::{Fma, Layout};
 use crate::decode::Image;
 
 /// An element type the output tensor can hold.
@@ -52,70 +70,156 @@ impl Element for f32 {
     }
 }
 
-/// One source coordinate of the bilinear filter: the two neighbouring
-/// indices (relative to the crop) and the weight of the second.
-#[derive(Debug, Clone, Copy)]
-struct Tap {
-    i0: usize,
-    i1: usize,
-    frac: f32,
+/// Filter taps of all output pixels of one axis, flattened: output `o` uses
+/// source pixels `first[o] .. first[o] + count[o]` (absolute) with weights
+/// `weights[at[o] ..]`.
+#[derive(Debug, Default)]
+struct Taps {
+    first: Vec<usize>,
+    count: Vec<usize>,
+    at: Vec<usize>,
+    weights: Vec<f32>,
 }
 
-fn taps(out: usize, crop_len: u32, taps: &mut Vec<Tap>) {
-    taps.clear();
-    let scale = crop_len as f32 / out as f32;
-    let last = crop_len as usize - 1;
-    for o in 0..out {
-        let s = ((o as f32 + 0.5) * scale - 0.5).max(0.0);
-        let i0 = (s.floor() as usize).min(last);
-        let i1 = (i0 + 1).min(last);
-        let frac = (s - i0 as f32).clamp(0.0, 1.0);
-        taps.push(Tap { i0, i1, frac });
+impl Taps {
+    fn build(&mut self, axis: &Axis, out: usize, antialias: bool) {
+        self.first.clear();
+        self.count.clear();
+        self.at.clear();
+        self.weights.clear();
+        let len = axis.len as usize;
+        let start = axis.start as usize;
+        for o in 0..out {
+            let c = (o as f32 + axis.offset + 0.5) * axis.scale;
+            self.at.push(self.weights.len());
+            if antialias && axis.scale > 1.0 {
+                let support = axis.scale;
+                // `as i64` truncates toward zero, like PIL's (int) cast.
+                let lo = ((c - support + 0.5) as i64).max(0) as usize;
+                let hi = ((c + support + 0.5) as i64).clamp(0, len as i64) as usize;
+                let lo = lo.min(len - 1);
+                let hi = hi.max(lo + 1);
+                let mut total = 0.0;
+                let base = self.weights.len();
+                for i in lo..hi {
+                    let w = (1.0 - ((i as f32 - c + 0.5) / support).abs()).max(0.0);
+                    self.weights.push(w);
+                    total += w;
+                }
+                if total > 0.0 {
+                    for w in &mut self.weights[base..] {
+                        *w /= total;
+                    }
+                } else {
+                    self.weights[base] = 1.0;
+                }
+                self.first.push(start + lo);
+                self.count.push(hi - lo);
+            } else {
+                let s = (c - 0.5).max(0.0);
+                let i0 = (s.floor() as usize).min(len - 1);
+                let i1 = (i0 + 1).min(len - 1);
+                let f = (s - i0 as f32).clamp(0.0, 1.0);
+                self.first.push(start + i0);
+                if i1 == i0 {
+                    self.count.push(1);
+                    self.weights.push(1.0);
+                } else {
+                    self.count.push(2);
+                    self.weights.extend_from_slice(&[1.0 - f, f]);
+                }
+            }
+        }
+    }
+
+    fn taps(&self, o: usize) -> (usize, &[f32]) {
+        (
+            self.first[o],
+            &self.weights[self.at[o]..self.at[o] + self.count[o]],
+        )
     }
 }
 
-/// Reusable scratch for resampling, one per worker thread.
+/// Reusable scratch for one worker thread.
 #[derive(Debug, Default)]
 pub(crate) struct Resampler {
-    xs: Vec<Tap>,
-    ys: Vec<Tap>,
+    xs: Taps,
+    ys: Taps,
+    /// Horizontally filtered rows: `rows × out_w × 3` values.
+    rows: Vec<f32>,
+}
+
+/// Output geometry and value mapping of one view.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutSpec<'a> {
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+    pub(crate) layout: Layout,
+    pub(crate) antialias: bool,
+    pub(crate) fma: &'a Fma,
 }
 
 impl Resampler {
-    /// Resample `crop` of `img` to `out_w × out_h` into `out`, which holds
-    /// exactly one sample (`3 * out_w * out_h` elements) in `layout`.
-    #[allow(clippy::too_many_arguments)]
+    /// Write one view of `img` into `out`, which holds exactly one sample
+    /// (`3 * width * height` elements) in `spec.layout`.
     pub(crate) fn run<T: Element>(
         &mut self,
         img: &Image,
-        crop: Crop,
-        out_w: usize,
-        out_h: usize,
-        layout: Layout,
-        fma: &Fma,
+        p: &SampleParams,
+        spec: OutSpec<'_>,
         out: &mut [T],
     ) {
-        assert_eq!(out.len(), 3 * out_w * out_h, "output slot size");
-        debug_assert!(crop.x + crop.width <= img.width && crop.y + crop.height <= img.height);
-        taps(out_w, crop.width, &mut self.xs);
-        taps(out_h, crop.height, &mut self.ys);
+        let (ow, oh) = (spec.width, spec.height);
+        assert_eq!(out.len(), 3 * ow * oh, "output slot size");
+        debug_assert!(p.x.start + p.x.len <= img.width && p.y.start + p.y.len <= img.height);
+        self.xs.build(&p.x, ow, spec.antialias);
+        self.ys.build(&p.y, oh, spec.antialias);
+
+        // Horizontal pass over the source rows the vertical taps touch.
+        let row_lo = self.ys.first.iter().copied().min().unwrap_or(0);
+        let row_hi = (0..oh)
+            .map(|o| self.ys.first[o] + self.ys.count[o])
+            .max()
+            .unwrap_or(0);
+        self.rows.clear();
+        self.rows.resize((row_hi - row_lo) * ow * 3, 0.0);
         let stride = img.width as usize * 3;
-        let (cx, cy) = (crop.x as usize, crop.y as usize);
-        let plane = out_w * out_h;
-        for (oy, ty) in self.ys.iter().enumerate() {
-            let row0 = &img.data[(cy + ty.i0) * stride..][..stride];
-            let row1 = &img.data[(cy + ty.i1) * stride..][..stride];
-            for (ox, tx) in self.xs.iter().enumerate() {
-                let (a, b) = ((cx + tx.i0) * 3, (cx + tx.i1) * 3);
-                for c in 0..3 {
-                    let top = row0[a + c] as f32 * (1.0 - tx.frac) + row0[b + c] as f32 * tx.frac;
-                    let bot = row1[a + c] as f32 * (1.0 - tx.frac) + row1[b + c] as f32 * tx.frac;
-                    let v = top * (1.0 - ty.frac) + bot * ty.frac;
-                    let idx = match layout {
-                        Layout::Nchw => c * plane + oy * out_w + ox,
-                        Layout::Nhwc => (oy * out_w + ox) * 3 + c,
+        for r in row_lo..row_hi {
+            let src = &img.data[r * stride..(r + 1) * stride];
+            let dst = &mut self.rows[(r - row_lo) * ow * 3..][..ow * 3];
+            for (ox, px) in dst.chunks_exact_mut(3).enumerate() {
+                let (first, ws) = self.xs.taps(ox);
+                let mut acc = [0.0f32; 3];
+                for (k, w) in ws.iter().enumerate() {
+                    let s = &src[(first + k) * 3..][..3];
+                    for c in 0..3 {
+                        acc[c] += w * s[c] as f32;
+                    }
+                }
+                px.copy_from_slice(&acc);
+            }
+        }
+
+        // Vertical pass, normalize, cast, flip, layout.
+        let plane = ow * oh;
+        for oy in 0..oh {
+            let (first, ws) = self.ys.taps(oy);
+            let ty = if p.flip_v { oh - 1 - oy } else { oy };
+            for ox in 0..ow {
+                let mut acc = [0.0f32; 3];
+                for (k, w) in ws.iter().enumerate() {
+                    let row = &self.rows[(first + k - row_lo) * ow * 3..];
+                    for c in 0..3 {
+                        acc[c] += w * row[ox * 3 + c];
+                    }
+                }
+                let tx = if p.flip_h { ow - 1 - ox } else { ox };
+                for (c, v) in acc.iter().enumerate() {
+                    let idx = match spec.layout {
+                        Layout::Nchw => c * plane + ty * ow + tx,
+                        Layout::Nhwc => (ty * ow + tx) * 3 + c,
                     };
-                    out[idx] = T::from_f32(v.mul_add(fma.scale[c], fma.shift[c]));
+                    out[idx] = T::from_f32(v.mul_add(spec.fma.scale[c], spec.fma.shift[c]));
                 }
             }
         }
@@ -124,67 +228,247 @@ impl Resampler {
 
 #[cfg(test)]
 mod tests {
+    //! Golden values computed by hand from the formulas in the module docs.
     use super::*;
+    use crate::augment::Normalize;
+    use crate::augment::params::{Axis, SampleParams};
 
-    fn gray(w: u32, h: u32, px: &[u8]) -> Image {
+    /// A gray image with pixel `(x, y)` = `f(x, y)` in all three channels.
+    fn gray(w: u32, h: u32, f: impl Fn(u32, u32) -> u8) -> Image {
+        let mut data = Vec::new();
+        for y in 0..h {
+            for x in 0..w {
+                data.extend([f(x, y); 3]);
+            }
+        }
         Image {
             width: w,
             height: h,
-            data: px.iter().flat_map(|&v| [v, v, v]).collect(),
+            data,
+        }
+    }
+
+    fn whole(w: u32, h: u32, ow: usize, oh: usize) -> SampleParams {
+        let axis = |len: u32, out: usize| Axis {
+            start: 0,
+            len,
+            scale: len as f32 / out as f32,
+            offset: 0.0,
+        };
+        SampleParams {
+            x: axis(w, ow),
+            y: axis(h, oh),
+            flip_h: false,
+            flip_v: false,
+        }
+    }
+
+    fn run<T: Element + Default>(
+        img: &Image,
+        p: &SampleParams,
+        (ow, oh): (usize, usize),
+        layout: Layout,
+        antialias: bool,
+        fma: &Fma,
+    ) -> Vec<T> {
+        let mut out = vec![T::default(); 3 * ow * oh];
+        let spec = OutSpec {
+            width: ow,
+            height: oh,
+            layout,
+            antialias,
+            fma,
+        };
+        Resampler::default().run(img, p, spec, &mut out);
+        out
+    }
+
+    fn approx(got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-4, "got {got:?}, want {want:?}");
         }
     }
 
     #[test]
-    fn identity_size_copies() {
-        let img = gray(2, 2, &[10, 20, 30, 40]);
-        let mut out = vec![0u8; 12];
-        let mut r = Resampler::default();
-        r.run(
+    fn same_size_copies_exactly() {
+        let img = gray(4, 4, |x, y| (x * 50 + y * 3) as u8);
+        let out: Vec<u8> = run(
             &img,
-            Crop::full(2, 2),
-            2,
-            2,
+            &whole(4, 4, 4, 4),
+            (4, 4),
             Layout::Nchw,
+            true,
             &Fma::IDENTITY,
-            &mut out,
         );
-        assert_eq!(&out[..4], &[10, 20, 30, 40]);
-        assert_eq!(&out[4..8], &[10, 20, 30, 40]);
+        let want: Vec<u8> = (0..4)
+            .flat_map(|y| (0..4).map(move |x| (x * 50 + y * 3) as u8))
+            .collect();
+        assert_eq!(&out[..16], &want[..]);
+        assert_eq!(&out[32..], &want[..]);
     }
 
     #[test]
-    fn upscale_2x_by_hand() {
-        // 2x1 -> 4x1: sx = (ox+0.5)/2 - 0.5 = -0.25, 0.25, 0.75, 1.25
-        // clamped/interpolated: 0 -> p0, 0.25 -> 0.75 p0 + 0.25 p1,
-        // 0.75 -> 0.25 p0 + 0.75 p1, 1.25 -> x0 = 1 (last), p1.
-        let img = gray(2, 1, &[0, 100]);
-        let mut out = vec![0f32; 12];
-        Resampler::default().run(
+    fn bilinear_1d_by_hand() {
+        // 2 -> 4: centres -0.25 (clamped to 0), 0.25, 0.75, 1.25 (i0 = 1).
+        let img = gray(2, 1, |x, _| [0, 100][x as usize]);
+        let out: Vec<f32> = run(
             &img,
-            Crop::full(2, 1),
-            4,
-            1,
+            &whole(2, 1, 4, 1),
+            (4, 1),
             Layout::Nchw,
+            false,
             &Fma::IDENTITY,
-            &mut out,
         );
-        assert_eq!(&out[..4], &[0.0, 25.0, 75.0, 100.0]);
+        approx(&out[..4], &[0.0, 25.0, 75.0, 100.0]);
+        // 4 -> 2: centres 0.5 and 2.5, midway between neighbours.
+        let img = gray(4, 1, |x, _| [0, 10, 20, 40][x as usize]);
+        let out: Vec<f32> = run(
+            &img,
+            &whole(4, 1, 2, 1),
+            (2, 1),
+            Layout::Nchw,
+            false,
+            &Fma::IDENTITY,
+        );
+        approx(&out[..2], &[5.0, 30.0]);
     }
 
     #[test]
-    fn downscale_2x_averages_pairs() {
-        // 4x1 -> 2x1: sx = 0.5, 2.5: midway between neighbours.
-        let img = gray(4, 1, &[0, 10, 20, 40]);
-        let mut out = vec![0f32; 6];
-        Resampler::default().run(
+    fn antialias_1d_by_hand() {
+        // 4 -> 2, scale 2: output 0 has centre 1, taps x = 0,1,2 with
+        // triangle weights 0.75, 0.75, 0.25 (sum 1.75) = 3/7, 3/7, 1/7;
+        // output 1 has centre 3, taps x = 1,2,3 with 1/7, 3/7, 3/7.
+        let img = gray(4, 1, |x, _| [0, 10, 20, 40][x as usize]);
+        let out: Vec<f32> = run(
             &img,
-            Crop::full(4, 1),
-            2,
-            1,
-            Layout::Nhwc,
+            &whole(4, 1, 2, 1),
+            (2, 1),
+            Layout::Nchw,
+            true,
             &Fma::IDENTITY,
-            &mut out,
         );
-        assert_eq!(out, vec![5.0, 5.0, 5.0, 30.0, 30.0, 30.0]);
+        approx(&out[..2], &[50.0 / 7.0, 190.0 / 7.0]);
+        // Upscaling ignores the option: plain bilinear.
+        let img = gray(2, 1, |x, _| [0, 100][x as usize]);
+        let out: Vec<f32> = run(
+            &img,
+            &whole(2, 1, 4, 1),
+            (4, 1),
+            Layout::Nchw,
+            true,
+            &Fma::IDENTITY,
+        );
+        approx(&out[..4], &[0.0, 25.0, 75.0, 100.0]);
+    }
+
+    /// 4x4 ramp p(x, y) = 10x + 40y to 2x2. Both filters are linear, so the
+    /// result is the ramp at the filter's centre of mass: bilinear samples
+    /// x, y in {0.5, 2.5}; antialias averages to {5/7, 16/7}.
+    #[test]
+    fn ramp_4x4_to_2x2_both_filters_and_layouts() {
+        let img = gray(4, 4, |x, y| (10 * x + 40 * y) as u8);
+        let p = whole(4, 4, 2, 2);
+        let bil: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
+        let want = [25.0, 45.0, 105.0, 125.0];
+        for c in 0..3 {
+            approx(&bil[c * 4..c * 4 + 4], &want);
+        }
+        let aa: Vec<f32> = run(&img, &p, (2, 2), Layout::Nhwc, true, &Fma::IDENTITY);
+        let want_aa = [250.0 / 7.0, 360.0 / 7.0, 690.0 / 7.0, 800.0 / 7.0];
+        for (i, w) in want_aa.iter().enumerate() {
+            approx(&aa[i * 3..i * 3 + 3], &[*w; 3]);
+        }
+    }
+
+    #[test]
+    fn flips_mirror_the_output() {
+        let img = gray(4, 4, |x, y| (10 * x + 40 * y) as u8);
+        let mut p = whole(4, 4, 2, 2);
+        p.flip_h = true;
+        let h: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
+        approx(&h[..4], &[45.0, 25.0, 125.0, 105.0]);
+        p.flip_v = true;
+        let hv: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
+        approx(&hv[..4], &[125.0, 105.0, 45.0, 25.0]);
+        p.flip_h = false;
+        let v: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
+        approx(&v[..4], &[105.0, 125.0, 25.0, 45.0]);
+    }
+
+    #[test]
+    fn crop_window_and_offset() {
+        // Region x in [1, 3), y in [2, 4) of the ramp, same size: exact copy.
+        let img = gray(4, 4, |x, y| (10 * x + 40 * y) as u8);
+        let p = SampleParams {
+            x: Axis {
+                start: 1,
+                len: 2,
+                scale: 1.0,
+                offset: 0.0,
+            },
+            y: Axis {
+                start: 2,
+                len: 2,
+                scale: 1.0,
+                offset: 0.0,
+            },
+            flip_h: false,
+            flip_v: false,
+        };
+        let out: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
+        approx(&out[..4], &[90.0, 100.0, 130.0, 140.0]);
+        // Resize-then-crop: whole 4-px axis at scale 0.5 (resized to 8),
+        // crop offset 3: centres (3.5, 4.5) * 0.5 = 1.75, 2.25 -> s = 1.25,
+        // 1.75 -> 10 * s = 12.5, 17.5.
+        let img = gray(4, 1, |x, _| (10 * x) as u8);
+        let p = SampleParams {
+            x: Axis {
+                start: 0,
+                len: 4,
+                scale: 0.5,
+                offset: 3.0,
+            },
+            y: Axis {
+                start: 0,
+                len: 1,
+                scale: 1.0,
+                offset: 0.0,
+            },
+            flip_h: false,
+            flip_v: false,
+        };
+        let out: Vec<f32> = run(&img, &p, (2, 1), Layout::Nchw, false, &Fma::IDENTITY);
+        approx(&out[..2], &[12.5, 17.5]);
+    }
+
+    #[test]
+    fn normalize_and_every_dtype() {
+        // 250/7 = 35.714286 after antialiasing (see the ramp test).
+        let img = gray(4, 4, |x, y| (10 * x + 40 * y) as u8);
+        let p = whole(4, 4, 2, 2);
+        let n = Normalize::IMAGENET.fold();
+        let f: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, true, &n);
+        let v = 250.0f32 / 7.0;
+        for c in 0..3 {
+            let want = (v / 255.0 - Normalize::IMAGENET.mean[c]) / Normalize::IMAGENET.std[c];
+            assert!(
+                (f[c * 4] - want).abs() < 1e-5,
+                "channel {c}: {} vs {want}",
+                f[c * 4]
+            );
+        }
+        // Casts of 35.714286 without normalization, worked out by hand:
+        // u8 rounds to 36; f16 keeps 10 mantissa bits: 32 * (1 + 119/1024)
+        // = 35.71875; bf16 keeps 7: 32 * (1 + 15/128) = 35.75.
+        let u: Vec<u8> = run(&img, &p, (2, 2), Layout::Nchw, true, &Fma::IDENTITY);
+        assert_eq!(u[0], 36);
+        let h: Vec<f16> = run(&img, &p, (2, 2), Layout::Nchw, true, &Fma::IDENTITY);
+        assert_eq!(h[0].to_f32(), 35.71875);
+        let b: Vec<bf16> = run(&img, &p, (2, 2), Layout::Nchw, true, &Fma::IDENTITY);
+        assert_eq!(b[0].to_f32(), 35.75);
+        // u8 saturates.
+        assert_eq!(u8::from_f32(300.0), 255);
+        assert_eq!(u8::from_f32(-3.0), 0);
     }
 }

@@ -5,6 +5,9 @@
 //! specification the CUDA kernels reproduce.
 
 pub(crate) mod cpu;
+pub(crate) mod params;
+
+pub use params::Transform;
 
 /// Element type of the image tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,28 +99,66 @@ impl Fma {
     };
 }
 
-/// A crop window in source pixels: the rectangle `[x, x + width) × [y, y +
-/// height)` of the (oriented) decoded image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Crop {
-    /// Left column.
-    pub(crate) x: u32,
-    /// Top row.
-    pub(crate) y: u32,
-    /// Width in pixels, at least 1.
-    pub(crate) width: u32,
-    /// Height in pixels, at least 1.
-    pub(crate) height: u32,
+/// One view of each sample: its output size, geometry and flips. A
+/// single-view pipeline has one; self-supervised recipes ask for several
+/// (e.g. 2 global 224 px crops and 6 local 96 px crops).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct View {
+    /// Output height in pixels.
+    pub height: usize,
+    /// Output width in pixels.
+    pub width: usize,
+    /// How the crop is chosen.
+    pub transform: Transform,
+    /// Probability of a left-right mirror.
+    pub flip_h: f32,
+    /// Probability of a top-bottom mirror.
+    pub flip_v: f32,
+    /// How many independent draws of this view each sample gets.
+    pub count: usize,
 }
 
-impl Crop {
-    /// The whole of a `width` × `height` image.
-    pub(crate) fn full(width: u32, height: u32) -> Crop {
-        Crop {
-            x: 0,
-            y: 0,
-            width,
+impl View {
+    /// A view of `height × width` with torchvision's training defaults:
+    /// [`Transform::RANDOM_RESIZED_CROP`], left-right flip with p = 0.5, no
+    /// vertical flip, one draw per sample.
+    pub fn new(height: usize, width: usize) -> View {
+        View {
             height,
+            width,
+            transform: Transform::RANDOM_RESIZED_CROP,
+            flip_h: 0.5,
+            flip_v: 0.0,
+            count: 1,
         }
+    }
+
+    /// Set the transform.
+    pub fn transform(mut self, t: Transform) -> View {
+        self.transform = t;
+        self
+    }
+
+    /// Set the left-right flip probability.
+    pub fn flip_h(mut self, p: f32) -> View {
+        self.flip_h = p;
+        self
+    }
+
+    /// Set the top-bottom flip probability.
+    pub fn flip_v(mut self, p: f32) -> View {
+        self.flip_v = p;
+        self
+    }
+
+    /// Set the number of draws per sample.
+    pub fn count(mut self, n: usize) -> View {
+        self.count = n;
+        self
+    }
+
+    /// Elements of one draw of this view.
+    pub(crate) fn sample_len(&self) -> usize {
+        3 * self.height * self.width
     }
 }

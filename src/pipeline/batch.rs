@@ -157,20 +157,27 @@ impl Tensor {
 /// Dropping a batch returns its buffer to the pipeline's pool.
 #[derive(Debug)]
 pub struct Batch {
-    pub(crate) images: Option<Tensor>,
+    /// One tensor per view spec; emptied on drop.
+    pub(crate) views: Vec<Tensor>,
     pub(crate) labels: Vec<u32>,
     pub(crate) keys: Vec<PathBuf>,
     pub(crate) indices: Vec<u32>,
     pub(crate) epoch: u64,
     pub(crate) resume_position: usize,
     pub(crate) skipped: Vec<Error>,
-    pub(crate) recycle: Option<Sender<TensorData>>,
+    pub(crate) recycle: Option<Sender<Vec<TensorData>>>,
 }
 
 impl Batch {
-    /// The image tensor.
+    /// The image tensor (of the first view, for multi-view pipelines).
     pub fn images(&self) -> &Tensor {
-        self.images.as_ref().expect("images are present until drop")
+        &self.views[0]
+    }
+
+    /// One tensor per view spec, in the order given to
+    /// [`PipelineBuilder::views`](crate::PipelineBuilder::views).
+    pub fn views(&self) -> &[Tensor] {
+        &self.views
     }
 
     /// Class labels, one per image.
@@ -220,9 +227,13 @@ impl Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        if let (Some(tx), Some(t)) = (self.recycle.take(), self.images.take()) {
-            // A full pool or a pipeline already gone just frees the buffer.
-            let _ = tx.try_send(t.data);
+        if let Some(tx) = self.recycle.take() {
+            // A full pool or a pipeline already gone just frees the buffers.
+            let data = std::mem::take(&mut self.views)
+                .into_iter()
+                .map(|t| t.data)
+                .collect();
+            let _ = tx.try_send(data);
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Once;
 
 use super::Pipeline;
-use crate::augment::{DType, Layout, Normalize};
+use crate::augment::{DType, Layout, Normalize, Transform, View};
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
@@ -43,8 +43,9 @@ pub(crate) struct Config {
     pub(crate) readers: usize,
     pub(crate) prefetch: usize,
     pub(crate) on_error: OnError,
-    pub(crate) out_h: usize,
-    pub(crate) out_w: usize,
+    pub(crate) seed: u64,
+    pub(crate) views: Vec<View>,
+    pub(crate) antialias: bool,
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
     pub(crate) normalize: Option<Normalize>,
@@ -53,11 +54,6 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Elements in one output sample.
-    pub(crate) fn sample_len(&self) -> usize {
-        3 * self.out_h * self.out_w
-    }
-
     /// Samples allowed in flight (read, decoding or waiting to be batched):
     /// bounds every pool.
     pub(crate) fn window(&self) -> usize {
@@ -82,6 +78,11 @@ pub struct PipelineBuilder {
     device: Device,
     on_error: OnError,
     size: (usize, usize),
+    transform: Transform,
+    flip_h: f32,
+    flip_v: f32,
+    views: Option<Vec<View>>,
+    antialias: bool,
     dtype: DType,
     layout: Layout,
     normalize: Option<Normalize>,
@@ -108,6 +109,11 @@ impl Default for PipelineBuilder {
             device: Device::Auto,
             on_error: OnError::Skip,
             size: (224, 224),
+            transform: Transform::RANDOM_RESIZED_CROP,
+            flip_h: 0.5,
+            flip_v: 0.0,
+            views: None,
+            antialias: false,
             dtype: DType::F32,
             layout: Layout::Nchw,
             normalize: Some(Normalize::IMAGENET),
@@ -204,6 +210,44 @@ impl PipelineBuilder {
         self
     }
 
+    /// Geometry of the output: [`Transform::RandomResizedCrop`] with
+    /// torchvision's defaults unless set; [`Transform::CenterCrop`] for
+    /// evaluation.
+    pub fn transform(mut self, transform: Transform) -> Self {
+        self.transform = transform;
+        self
+    }
+
+    /// Probability of mirroring a sample left-right. Default 0.5.
+    pub fn flip_h(mut self, p: f32) -> Self {
+        self.flip_h = p;
+        self
+    }
+
+    /// Probability of mirroring a sample top-bottom. Default 0.
+    pub fn flip_v(mut self, p: f32) -> Self {
+        self.flip_v = p;
+        self
+    }
+
+    /// Several views per sample (multi-crop self-supervised recipes). Each
+    /// [`View`] gives one tensor per batch, of shape `[n * count, 3, h, w]`
+    /// (NCHW) with sample `i`'s draws at rows `i * count .. (i + 1) * count`,
+    /// so it reshapes to `[n, count, 3, h, w]`. Replaces `output_size`,
+    /// `transform` and the flips. Default: one view built from those.
+    pub fn views(mut self, views: Vec<View>) -> Self {
+        self.views = Some(views);
+        self
+    }
+
+    /// Antialias when shrinking: a triangle filter over the source
+    /// footprint, like torchvision `antialias=True` (its default for
+    /// tensors in v2) and PIL. Default false: plain bilinear.
+    pub fn antialias(mut self, yes: bool) -> Self {
+        self.antialias = yes;
+        self
+    }
+
     /// Output element type. Default [`DType::F32`].
     pub fn dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
@@ -264,9 +308,21 @@ impl PipelineBuilder {
         if self.prefetch == 0 {
             return bad("prefetch must be at least 1".into());
         }
-        let (out_h, out_w) = self.size;
-        if out_h == 0 || out_w == 0 || out_h > 16384 || out_w > 16384 {
-            return bad(format!("output size {out_h}x{out_w} outside 1..=16384"));
+        let views = self.views.clone().unwrap_or_else(|| {
+            vec![View {
+                height: self.size.0,
+                width: self.size.1,
+                transform: self.transform,
+                flip_h: self.flip_h,
+                flip_v: self.flip_v,
+                count: 1,
+            }]
+        });
+        if views.is_empty() {
+            return bad("views: at least one view is needed".into());
+        }
+        for v in &views {
+            check_view(v).map_err(Error::Config)?;
         }
         if self.dtype == DType::U8 && self.normalize.is_some() {
             return bad(
@@ -324,8 +380,9 @@ impl PipelineBuilder {
             readers: self.readers,
             prefetch: self.prefetch,
             on_error: self.on_error,
-            out_h,
-            out_w,
+            seed: self.seed,
+            views,
+            antialias: self.antialias,
             dtype: self.dtype,
             layout: self.layout,
             normalize: self.normalize,
@@ -334,4 +391,40 @@ impl PipelineBuilder {
         };
         Pipeline::start(source, sampler, config, decoders)
     }
+}
+
+fn check_view(v: &View) -> std::result::Result<(), String> {
+    let (h, w) = (v.height, v.width);
+    if h == 0 || w == 0 || h > 16384 || w > 16384 {
+        return Err(format!("output size {h}x{w} outside 1..=16384"));
+    }
+    if v.count == 0 || v.count > 64 {
+        return Err(format!("view count {} outside 1..=64", v.count));
+    }
+    for p in [v.flip_h, v.flip_v] {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("flip probability {p} outside 0..=1"));
+        }
+    }
+    match v.transform {
+        Transform::Resize => {}
+        Transform::RandomResizedCrop { scale, ratio } => {
+            if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1.is_finite()) {
+                return Err(format!(
+                    "RandomResizedCrop scale {scale:?}: need 0 < lo <= hi"
+                ));
+            }
+            if !(ratio.0 > 0.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
+                return Err(format!(
+                    "RandomResizedCrop ratio {ratio:?}: need 0 < lo <= hi"
+                ));
+            }
+        }
+        Transform::CenterCrop { resize } => {
+            if resize == 0 {
+                return Err("CenterCrop resize must be at least 1".into());
+            }
+        }
+    }
+    Ok(())
 }

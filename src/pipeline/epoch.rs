@@ -39,7 +39,8 @@ pub struct Epoch<'a> {
 
 /// A batch being filled.
 struct Partial {
-    data: TensorData,
+    /// One buffer per view spec.
+    data: Vec<TensorData>,
     labels: Vec<u32>,
     keys: Vec<std::path::PathBuf>,
     indices: Vec<u32>,
@@ -75,6 +76,7 @@ impl<'a> Epoch<'a> {
         while self.dispatched < self.order.len() && self.dispatched - self.assembled < window {
             let task = Task {
                 generation: self.generation,
+                epoch: self.epoch,
                 seq: self.dispatched,
                 index: self.order[self.dispatched],
             };
@@ -89,15 +91,16 @@ impl<'a> Epoch<'a> {
 
     fn partial(&mut self) -> &mut Partial {
         let cfg = &self.p.shared.config;
-        let (len, dtype) = (cfg.batch_size * cfg.sample_len(), cfg.dtype);
         let batches = &self.p.batches.1;
         self.current.get_or_insert_with(|| {
-            let mut data = batches
-                .try_recv()
-                .ok()
-                .filter(|d| d.dtype() == dtype)
-                .unwrap_or_else(|| TensorData::zeros(dtype, len));
-            data.set_len(len);
+            let mut data = batches.try_recv().unwrap_or_default();
+            data.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
+            for (d, v) in data.iter_mut().zip(&cfg.views) {
+                if d.dtype() != cfg.dtype {
+                    *d = TensorData::zeros(cfg.dtype, 0);
+                }
+                d.set_len(cfg.batch_size * v.count * v.sample_len());
+            }
             Partial {
                 data,
                 labels: Vec::with_capacity(cfg.batch_size),
@@ -120,10 +123,12 @@ impl<'a> Epoch<'a> {
         });
         match result {
             Ok(data) => {
-                let sample_bytes = data.as_bytes().len();
                 let part = self.partial();
-                let at = part.labels.len() * sample_bytes;
-                part.data.as_bytes_mut()[at..at + sample_bytes].copy_from_slice(data.as_bytes());
+                let slot = part.labels.len();
+                for (dst, src) in part.data.iter_mut().zip(&data) {
+                    let n = src.as_bytes().len();
+                    dst.as_bytes_mut()[slot * n..(slot + 1) * n].copy_from_slice(src.as_bytes());
+                }
                 part.labels.push(label);
                 part.keys.push(path);
                 part.indices.push(done.index);
@@ -151,21 +156,29 @@ impl<'a> Epoch<'a> {
             // errors were counted; there is no batch to attach them to.
             return None;
         }
-        let mut data = part.data;
-        data.set_len(n * cfg.sample_len());
-        let shape = match cfg.layout {
-            Layout::Nchw => [n, 3, cfg.out_h, cfg.out_w],
-            Layout::Nhwc => [n, cfg.out_h, cfg.out_w, 3],
-        };
+        let views = part
+            .data
+            .into_iter()
+            .zip(&cfg.views)
+            .map(|(mut data, v)| {
+                let rows = n * v.count;
+                data.set_len(rows * v.sample_len());
+                let shape = match cfg.layout {
+                    Layout::Nchw => [rows, 3, v.height, v.width],
+                    Layout::Nhwc => [rows, v.height, v.width, 3],
+                };
+                Tensor {
+                    shape,
+                    layout: cfg.layout,
+                    data,
+                }
+            })
+            .collect();
         let c = &self.p.shared.counters;
         Counters::add(&c.batches, 1);
         Counters::add(&c.samples, n as u64);
         Some(Batch {
-            images: Some(Tensor {
-                shape,
-                layout: cfg.layout,
-                data,
-            }),
+            views,
             labels: part.labels,
             keys: part.keys,
             indices: part.indices,

@@ -39,7 +39,7 @@ pub struct Pipeline {
     tasks: Option<Sender<Task>>,
     done: Receiver<Done>,
     pools: Pools,
-    batches: (Sender<TensorData>, Receiver<TensorData>),
+    batches: (Sender<Vec<TensorData>>, Receiver<Vec<TensorData>>),
     threads: Vec<JoinHandle<()>>,
 }
 

@@ -20,8 +20,9 @@ use crossbeam_channel::{Receiver, Sender};
 use super::batch::TensorData;
 use super::builder::Config;
 use super::stats::Counters;
-use crate::augment::cpu::{Element, Resampler};
-use crate::augment::{Crop, Fma};
+use crate::augment::Fma;
+use crate::augment::cpu::{OutSpec, Resampler};
+use crate::augment::params::sample_params;
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
@@ -51,6 +52,7 @@ impl Shared {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Task {
     pub(crate) generation: u64,
+    pub(crate) epoch: u64,
     pub(crate) seq: usize,
     pub(crate) index: u32,
 }
@@ -60,19 +62,22 @@ pub(crate) struct Read {
     bytes: Result<Vec<u8>, SampleError>,
 }
 
+/// One sample's output: per view spec, its `count` draws back to back.
+pub(crate) type SampleData = Vec<TensorData>;
+
 /// The answer to a task.
 pub(crate) struct Done {
     pub(crate) seq: usize,
     pub(crate) index: u32,
     /// `None` when the task was stale and skipped.
-    pub(crate) result: Option<Result<TensorData, SampleError>>,
+    pub(crate) result: Option<Result<SampleData, SampleError>>,
 }
 
 /// Buffers that cycle between threads; a bounded channel is the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct Pools {
     pub(crate) bytes: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    pub(crate) samples: (Sender<TensorData>, Receiver<TensorData>),
+    pub(crate) samples: (Sender<SampleData>, Receiver<SampleData>),
 }
 
 pub(crate) fn reader_loop(
@@ -130,7 +135,7 @@ pub(crate) fn worker_loop(
         } else {
             Some(bytes.and_then(|b| {
                 let r = catch_unwind(AssertUnwindSafe(|| {
-                    process(&shared, &pools, &mut decoder, &mut scratch, &b)
+                    process(&shared, &pools, &mut decoder, &mut scratch, task, &b)
                 }))
                 .unwrap_or_else(|_| {
                     // The scratch may be half-written: start afresh.
@@ -159,8 +164,9 @@ fn process(
     pools: &Pools,
     decoder: &mut CpuDecoder,
     s: &mut Scratch,
+    task: Task,
     bytes: &[u8],
-) -> Result<TensorData, SampleError> {
+) -> Result<SampleData, SampleError> {
     let cfg = &shared.config;
     let c = &shared.counters;
     let t0 = Instant::now();
@@ -171,24 +177,42 @@ fn process(
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);
 
-    let mut out = pools
-        .samples
-        .1
-        .try_recv()
-        .unwrap_or_else(|_| TensorData::zeros(cfg.dtype, 0));
-    out.set_len(cfg.sample_len());
-    let crop = Crop::full(s.image.width, s.image.height);
-    match &mut out {
-        TensorData::U8(v) => resample(s, crop, cfg, &shared.fma, v),
-        TensorData::F16(v) => resample(s, crop, cfg, &shared.fma, v),
-        TensorData::BF16(v) => resample(s, crop, cfg, &shared.fma, v),
-        TensorData::F32(v) => resample(s, crop, cfg, &shared.fma, v),
+    let mut out = pools.samples.1.try_recv().unwrap_or_default();
+    out.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
+    let size = (s.image.width, s.image.height);
+    let mut draw = 0u64;
+    for (view, data) in cfg.views.iter().zip(out.iter_mut()) {
+        let n = view.sample_len();
+        data.set_len(n * view.count);
+        let spec = OutSpec {
+            width: view.width,
+            height: view.height,
+            layout: cfg.layout,
+            antialias: cfg.antialias,
+            fma: &shared.fma,
+        };
+        for k in 0..view.count {
+            let p = sample_params(
+                view.transform,
+                view.flip_h,
+                view.flip_v,
+                cfg.seed,
+                task.epoch,
+                task.index as u64,
+                draw,
+                size,
+                (view.width as u32, view.height as u32),
+            );
+            draw += 1;
+            let r = k * n..(k + 1) * n;
+            match data {
+                TensorData::U8(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
+                TensorData::F16(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
+                TensorData::BF16(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
+                TensorData::F32(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
+            }
+        }
     }
     Counters::add_time(&c.augment_ns, t2.elapsed());
     Ok(out)
-}
-
-fn resample<T: Element>(s: &mut Scratch, crop: Crop, cfg: &Config, fma: &Fma, out: &mut [T]) {
-    s.resampler
-        .run(&s.image, crop, cfg.out_w, cfg.out_h, cfg.layout, fma, out);
 }
