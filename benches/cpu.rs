@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpufeed::augment::bench_support::{Augmenter, augment_f16_nchw};
 use gpufeed::decode::{CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 use gpufeed::{Device, Pipeline, Source};
@@ -66,6 +67,33 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    let decoded: Vec<Image> = files
+        .iter()
+        .map(|f| {
+            let mut img = Image::default();
+            let h = parse_header(f, DEFAULT_MAX_PIXELS).unwrap();
+            CpuDecoder::default().decode(f, &h, &mut img).unwrap();
+            img
+        })
+        .collect();
+    for antialias in [false, true] {
+        let name = if antialias {
+            "augment_rrc_224_f16_nchw_aa"
+        } else {
+            "augment_rrc_224_f16_nchw"
+        };
+        g.bench_function(name, |b| {
+            let mut a = Augmenter::default();
+            let mut out = vec![half::f16::ZERO; 3 * 224 * 224];
+            let mut index = 0;
+            b.iter(|| {
+                for img in &decoded {
+                    index += 1;
+                    augment_f16_nchw(&mut a, img, index, 224, antialias, &mut out);
+                }
+            })
+        });
+    }
     let mut pipeline = Pipeline::builder()
         .source(Source::recursive(&dir).unwrap())
         .batch_size(32)
@@ -73,7 +101,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let mut epoch = 0;
-    g.bench_function("pipeline_epoch_224_f32", |b| {
+    g.bench_function("pipeline_epoch_rrc_224_f32", |b| {
         b.iter(|| {
             epoch += 1;
             for batch in pipeline.epoch(epoch) {

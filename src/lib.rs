@@ -46,7 +46,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
 
-mod augment;
+#[doc(hidden)]
+pub mod augment;
 pub mod decode;
 mod error;
 pub mod jpeg;

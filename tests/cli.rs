@@ -111,3 +111,29 @@ fn scan_tricky_corpus_exits_1() {
     assert!(out.contains("BAD") && out.contains("large.jpg"), "{out}");
     println!("{}", out.lines().last().unwrap());
 }
+
+#[test]
+fn preview_writes_a_labelled_contact_sheet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("grid.png");
+    let sample = common::sample_dir();
+    let (code, stdout, err) = gpufeed(&[
+        "preview",
+        sample.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--batch",
+        "9",
+        "--size",
+        "64",
+        "--seed",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("9 images"), "{stdout}");
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
+    let info = dec.read_info().unwrap();
+    // 3x3 tiles of 64 px + 4 px padding, 20 px of text under each.
+    assert_eq!(info.info().width, 3 * 68 + 4);
+    assert_eq!(info.info().height, 3 * (64 + 20 + 4) + 4);
+}

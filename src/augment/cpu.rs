@@ -471,4 +471,70 @@ mod tests {
         assert_eq!(u8::from_f32(300.0), 255);
         assert_eq!(u8::from_f32(-3.0), 0);
     }
+
+    /// Larger goldens from `tests/golden/make_golden.py` (Pillow for the
+    /// antialiased shrink, a NumPy transcription of PyTorch's bilinear
+    /// otherwise). Tolerance per case in the file: 1e-3 for float bilinear;
+    /// 1.0 (one 8-bit level) against Pillow, which rounds to uint8 between
+    /// its horizontal and vertical passes and uses fixed-point weights.
+    #[test]
+    fn goldens_from_script() {
+        let g: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/golden/resize.json")).unwrap();
+        let (w, h) = (
+            g["width"].as_u64().unwrap() as u32,
+            g["height"].as_u64().unwrap() as u32,
+        );
+        let pixels: Vec<u8> = g["pixels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u8)
+            .collect();
+        let img = Image {
+            width: w,
+            height: h,
+            data: pixels,
+        };
+        let cases = g["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 6);
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let num = |v: &serde_json::Value| v.as_u64().unwrap() as u32;
+            let crop: Vec<u32> = case["crop"].as_array().unwrap().iter().map(num).collect();
+            let out: Vec<u32> = case["out"].as_array().unwrap().iter().map(num).collect();
+            let (ow, oh) = (out[0] as usize, out[1] as usize);
+            let p = SampleParams {
+                x: Axis {
+                    start: crop[0],
+                    len: crop[2],
+                    scale: crop[2] as f32 / ow as f32,
+                    offset: 0.0,
+                },
+                y: Axis {
+                    start: crop[1],
+                    len: crop[3],
+                    scale: crop[3] as f32 / oh as f32,
+                    offset: 0.0,
+                },
+                flip_h: false,
+                flip_v: false,
+            };
+            let aa = case["antialias"].as_bool().unwrap();
+            let got: Vec<f32> = run(&img, &p, (ow, oh), Layout::Nhwc, aa, &Fma::IDENTITY);
+            let want: Vec<f64> = case["expected"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            let tol = case["tolerance"].as_f64().unwrap();
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (*g as f64 - w).abs())
+                .fold(0.0, f64::max);
+            assert!(worst <= tol, "{name}: worst difference {worst} > {tol}");
+        }
+    }
 }

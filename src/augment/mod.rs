@@ -162,3 +162,50 @@ impl View {
         3 * self.height * self.width
     }
 }
+
+/// Entry points for the criterion benchmarks only; not part of the API.
+#[doc(hidden)]
+pub mod bench_support {
+    use half::f16;
+
+    use super::cpu::{OutSpec, Resampler};
+    use super::params::sample_params;
+    use super::{Layout, Normalize, Transform};
+    use crate::decode::Image;
+
+    /// Reusable state for [`augment_f16_nchw`].
+    #[derive(Debug, Default)]
+    pub struct Augmenter(Resampler);
+
+    /// One RandomResizedCrop + flip + normalize view of `img` into `out`
+    /// (`3 * size * size` f16, NCHW), as the CPU pipeline does it.
+    pub fn augment_f16_nchw(
+        a: &mut Augmenter,
+        img: &Image,
+        index: u64,
+        size: usize,
+        antialias: bool,
+        out: &mut [f16],
+    ) {
+        let p = sample_params(
+            Transform::RANDOM_RESIZED_CROP,
+            0.5,
+            0.0,
+            0,
+            0,
+            index,
+            0,
+            (img.width, img.height),
+            (size as u32, size as u32),
+        );
+        let fma = Normalize::IMAGENET.fold();
+        let spec = OutSpec {
+            width: size,
+            height: size,
+            layout: Layout::Nchw,
+            antialias,
+            fma: &fma,
+        };
+        a.0.run(img, &p, spec, out);
+    }
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use gpufeed::{DType, ErrorKind, Layout, Normalize, Pipeline, Source};
+use gpufeed::{DType, ErrorKind, Layout, Normalize, Pipeline, Source, Transform};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
@@ -34,6 +34,14 @@ pub(crate) struct Args {
     /// Output dtype: u8, f16, bf16, f32 (u8 is not normalized).
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
     dtype: DType,
+    /// Geometry: train (RandomResizedCrop + flip), eval (resize to
+    /// size*8/7, centre crop) or resize (squash the whole image).
+    #[arg(long, default_value = "train", value_parser = ["train", "eval", "resize"])]
+    transform: String,
+    /// Antialiased (triangle-filter) shrinking, like torchvision
+    /// antialias=True.
+    #[arg(long)]
+    antialias: bool,
     /// Output layout: nchw or nhwc.
     #[arg(long, default_value = "nchw", value_parser = parse_layout)]
     layout: Layout,
@@ -72,7 +80,7 @@ fn parse_layout(s: &str) -> Result<Layout, String> {
 
 /// An ImageFolder when `data` has class sub-folders, otherwise every JPEG
 /// under it with label 0 (a flat folder of photos benchmarks just as well).
-fn open_dataset(data: &std::path::Path) -> anyhow::Result<Source> {
+pub(crate) fn open_dataset(data: &std::path::Path) -> anyhow::Result<Source> {
     let has_subdirs = std::fs::read_dir(data)
         .with_context(|| format!("reading {}", data.display()))?
         .filter_map(|e| e.ok())
@@ -104,6 +112,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .layout(args.layout)
         .normalize((args.dtype != DType::U8).then_some(Normalize::IMAGENET))
         .seed(args.seed)
+        .transform(match args.transform.as_str() {
+            "eval" => Transform::CenterCrop {
+                resize: (args.size * 8 / 7) as u32,
+            },
+            "resize" => Transform::Resize,
+            _ => Transform::RANDOM_RESIZED_CROP,
+        })
+        .flip_h(if args.transform == "train" { 0.5 } else { 0.0 })
+        .antialias(args.antialias)
         .cpu_backend(args.cpu_decoder)
         .device(args.device);
     if let Some(w) = args.workers {
@@ -173,6 +190,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "workers": workers,
             "size": args.size,
             "dtype": args.dtype.name(),
+            "transform": args.transform,
+            "antialias": args.antialias,
             "cpu_decoder": format!("{:?}", args.cpu_decoder),
             "epochs": epochs.iter().enumerate().map(|(i, e)| json!({
                 "epoch": i, "images": e.images, "batches": e.batches, "seconds": e.seconds,
@@ -196,7 +215,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 
     println!(
         "gpufeed bench  {}  ({n_files} files, {classes} classes)\n  device cpu, batch {}, \
-         {} readers, {workers} workers, {}x{} {} {:?}, decoder {:?}",
+         {} readers, {workers} workers, {}x{} {} {:?}, {} transform{}, decoder {:?}",
         data.display(),
         args.batch,
         args.readers,
@@ -204,6 +223,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.size,
         args.dtype.name(),
         args.layout,
+        args.transform,
+        if args.antialias { " (antialias)" } else { "" },
         args.cpu_decoder,
     );
     println!(

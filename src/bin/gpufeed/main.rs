@@ -1,6 +1,7 @@
 //! `gpufeed`: benchmark the pipeline on a dataset, or check a dataset's files.
 
 mod bench;
+mod preview;
 mod scan;
 
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run the pipeline over a dataset and report throughput and stage times.
     Bench(bench::Args),
+    /// Write a PNG contact sheet of one augmented batch, labelled.
+    Preview(preview::Args),
     /// Read, parse and decode every JPEG under a folder; list the bad ones.
     /// Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::Scan(args) => scan::run(args),
+        Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

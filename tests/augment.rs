@@ -1,0 +1,204 @@
+//! Augmentation through the whole pipeline: multi-view batches, the eval
+//! transform, EXIF orientation before cropping, determinism.
+
+mod common;
+
+use std::path::PathBuf;
+
+use gpufeed::{DType, Device, Layout, Pipeline, Sample, Source, Transform, View};
+
+fn sample_source() -> Source {
+    Source::image_folder(common::sample_dir()).unwrap()
+}
+
+#[test]
+fn multi_view_batches_hold_one_tensor_per_spec() {
+    let global = View::new(64, 64)
+        .transform(Transform::RandomResizedCrop {
+            scale: (0.4, 1.0),
+            ratio: (0.75, 4.0 / 3.0),
+        })
+        .count(2);
+    let local = View::new(24, 24)
+        .transform(Transform::RandomResizedCrop {
+            scale: (0.05, 0.4),
+            ratio: (0.75, 4.0 / 3.0),
+        })
+        .count(6);
+    let mut p = Pipeline::builder()
+        .source(sample_source())
+        .device(Device::Cpu)
+        .batch_size(5)
+        .views(vec![global, local])
+        .build()
+        .unwrap();
+    let b = p.epoch(0).next().unwrap().unwrap();
+    assert_eq!(b.views().len(), 2);
+    assert_eq!(b.views()[0].shape(), [10, 3, 64, 64]);
+    assert_eq!(b.views()[1].shape(), [30, 3, 24, 24]);
+    assert_eq!(b.images().shape(), [10, 3, 64, 64]);
+    // The draws of one sample differ from each other.
+    let t = &b.views()[1];
+    let per = 3 * 24 * 24 * 4;
+    let bytes = t.as_bytes();
+    for i in 0..5 {
+        let draws: Vec<&[u8]> = (0..6).map(|k| &bytes[(i * 6 + k) * per..][..per]).collect();
+        for k in 1..6 {
+            assert_ne!(draws[0], draws[k], "sample {i} draw {k} repeats draw 0");
+        }
+    }
+}
+
+#[test]
+fn center_crop_is_deterministic_and_epoch_independent() {
+    let build = || {
+        Pipeline::builder()
+            .source(sample_source())
+            .device(Device::Cpu)
+            .batch_size(28)
+            .shuffle(false)
+            .transform(Transform::CenterCrop { resize: 73 })
+            .output_size(64, 64)
+            .flip_h(0.0)
+            .build()
+            .unwrap()
+    };
+    let mut p = build();
+    let e0 = p
+        .epoch(0)
+        .next()
+        .unwrap()
+        .unwrap()
+        .images()
+        .as_bytes()
+        .to_vec();
+    let e5 = p
+        .epoch(5)
+        .next()
+        .unwrap()
+        .unwrap()
+        .images()
+        .as_bytes()
+        .to_vec();
+    assert!(e0 == e5, "eval output changed between epochs");
+    // A training transform does change between epochs.
+    let mut t = Pipeline::builder()
+        .source(sample_source())
+        .device(Device::Cpu)
+        .batch_size(28)
+        .shuffle(false)
+        .output_size(64, 64)
+        .build()
+        .unwrap();
+    let a = t
+        .epoch(0)
+        .next()
+        .unwrap()
+        .unwrap()
+        .images()
+        .as_bytes()
+        .to_vec();
+    let b = t
+        .epoch(1)
+        .next()
+        .unwrap()
+        .unwrap()
+        .images()
+        .as_bytes()
+        .to_vec();
+    assert!(a != b);
+}
+
+/// Pillow's hopper_orientation_N files show the same upright picture once
+/// orientation is applied; so must the pipeline's centre crops of them,
+/// which are drawn in the oriented frame.
+#[test]
+fn orientation_is_applied_before_cropping() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pillow");
+    let mut samples = vec![Sample {
+        path: dir.join("hopper.jpg"),
+        label: 1,
+    }];
+    for n in 2..=8 {
+        samples.push(Sample {
+            path: dir.join(format!("hopper_orientation_{n}.jpg")),
+            label: n,
+        });
+    }
+    let run = |orient: bool| {
+        let mut p = Pipeline::builder()
+            .source(Source::from_samples(&dir, samples.clone()).unwrap())
+            .device(Device::Cpu)
+            .batch_size(8)
+            .shuffle(false)
+            .transform(Transform::CenterCrop { resize: 100 })
+            .output_size(80, 60)
+            .flip_h(0.0)
+            .dtype(DType::U8)
+            .layout(Layout::Nhwc)
+            .normalize(None)
+            .apply_exif_orientation(orient)
+            .build()
+            .unwrap();
+        p.epoch(0)
+            .next()
+            .unwrap()
+            .unwrap()
+            .images()
+            .as_u8()
+            .unwrap()
+            .to_vec()
+    };
+    let mean_diff = |img: &[u8], i: usize| {
+        let n = 80 * 60 * 3;
+        let (a, b) = (&img[..n], &img[i * n..(i + 1) * n]);
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| x.abs_diff(*y) as f64)
+            .sum::<f64>()
+            / n as f64
+    };
+    let upright = run(true);
+    let raw = run(false);
+    for i in 1..8 {
+        let d = mean_diff(&upright, i);
+        assert!(
+            d < 6.0,
+            "orientation {}: mean diff {d:.2} from upright hopper",
+            i + 1
+        );
+        assert!(
+            mean_diff(&raw, i) > 10.0,
+            "orientation {} looks upright unrotated",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn antialias_changes_shrunk_output_only() {
+    let run = |aa: bool, size: usize| {
+        let mut p = Pipeline::builder()
+            .source(sample_source())
+            .device(Device::Cpu)
+            .batch_size(4)
+            .shuffle(false)
+            .transform(Transform::Resize)
+            .output_size(size, size)
+            .flip_h(0.0)
+            .antialias(aa)
+            .build()
+            .unwrap();
+        p.epoch(0)
+            .next()
+            .unwrap()
+            .unwrap()
+            .images()
+            .as_bytes()
+            .to_vec()
+    };
+    // Shrinking 500 px photos to 32: the filters differ.
+    assert!(run(true, 32) != run(false, 32));
+    // Enlarging to 1024 px on both axes: antialias does nothing.
+    assert!(run(true, 1024) == run(false, 1024));
+}
