@@ -31,9 +31,13 @@
 //!
 //! **Flip.** A flipped axis writes output pixel `o` to position `n - 1 - o`.
 //!
-//! **Normalize and cast.** `out[c] = cast(v * scale[c] + shift[c])` (one
-//! fused multiply-add, constants folded on the host from mean/std); casts
-//! round to nearest, `u8` saturates to 0..=255.
+//! **Normalize and cast.** `out[c] = cast(v * scale[c] + shift[c])` with the
+//! constants folded on the host from mean/std: one multiply and one add,
+//! each rounded to f32 (not fused: a fused FMA is a slow library call on CPUs
+//! built without the `fma` target feature, and the result must not depend on
+//! build flags; the CUDA kernel uses `__fmul_rn`/`__fadd_rn` to match). Float
+//! casts round to nearest even; `u8` rounds half away from zero and
+//! saturates to 0..=255.
 
 use half::{bf16, f16};
 
@@ -147,6 +151,8 @@ pub(crate) struct Resampler {
     ys: Taps,
     /// Horizontally filtered rows: `rows × out_w × 3` values.
     rows: Vec<f32>,
+    /// One vertically filtered output row.
+    line: Vec<f32>,
 }
 
 /// Output geometry and value mapping of one view.
@@ -200,26 +206,37 @@ impl Resampler {
             }
         }
 
-        // Vertical pass, normalize, cast, flip, layout.
+        // Vertical pass over whole rows (contiguous, so it vectorises), then
+        // normalize, cast, flip and layout.
         let plane = ow * oh;
+        self.line.clear();
+        self.line.resize(ow * 3, 0.0);
         for oy in 0..oh {
             let (first, ws) = self.ys.taps(oy);
-            let ty = if p.flip_v { oh - 1 - oy } else { oy };
-            for ox in 0..ow {
-                let mut acc = [0.0f32; 3];
-                for (k, w) in ws.iter().enumerate() {
-                    let row = &self.rows[(first + k - row_lo) * ow * 3..];
-                    for c in 0..3 {
-                        acc[c] += w * row[ox * 3 + c];
-                    }
+            self.line.fill(0.0);
+            for (k, w) in ws.iter().enumerate() {
+                let row = &self.rows[(first + k - row_lo) * ow * 3..][..ow * 3];
+                for (acc, v) in self.line.iter_mut().zip(row) {
+                    *acc += w * v;
                 }
+            }
+            let ty = if p.flip_v { oh - 1 - oy } else { oy };
+            let (sc, sh) = (spec.fma.scale, spec.fma.shift);
+            for (ox, px) in self.line.chunks_exact(3).enumerate() {
                 let tx = if p.flip_h { ow - 1 - ox } else { ox };
-                for (c, v) in acc.iter().enumerate() {
-                    let idx = match spec.layout {
-                        Layout::Nchw => c * plane + ty * ow + tx,
-                        Layout::Nhwc => (ty * ow + tx) * 3 + c,
-                    };
-                    out[idx] = T::from_f32(v.mul_add(spec.fma.scale[c], spec.fma.shift[c]));
+                match spec.layout {
+                    Layout::Nchw => {
+                        let at = ty * ow + tx;
+                        out[at] = T::from_f32(px[0] * sc[0] + sh[0]);
+                        out[plane + at] = T::from_f32(px[1] * sc[1] + sh[1]);
+                        out[2 * plane + at] = T::from_f32(px[2] * sc[2] + sh[2]);
+                    }
+                    Layout::Nhwc => {
+                        let at = (ty * ow + tx) * 3;
+                        for c in 0..3 {
+                            out[at + c] = T::from_f32(px[c] * sc[c] + sh[c]);
+                        }
+                    }
                 }
             }
         }

@@ -114,7 +114,7 @@ impl<'a> Epoch<'a> {
     /// Move one finished sample (in order) into the current batch. Returns an
     /// error under [`OnError::Fail`].
     fn take(&mut self, done: Done) -> Result<()> {
-        let sample = &self.p.shared.samples[done.index as usize];
+        let sample = &self.p.shared.source.samples()[done.index as usize];
         let (path, label) = (sample.path.clone(), sample.label);
         let result = done.result.unwrap_or_else(|| {
             Err(SampleError::Panic(

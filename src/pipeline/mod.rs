@@ -35,7 +35,6 @@ use crate::source::Source;
 pub struct Pipeline {
     shared: Arc<Shared>,
     sampler: Sampler,
-    source: Source,
     tasks: Option<Sender<Task>>,
     done: Receiver<Done>,
     pools: Pools,
@@ -46,7 +45,7 @@ pub struct Pipeline {
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("samples", &self.source.len())
+            .field("samples", &self.shared.source.len())
             .field("config", &self.shared.config)
             .finish_non_exhaustive()
     }
@@ -69,7 +68,7 @@ impl Pipeline {
             .normalize
             .map_or(crate::augment::Fma::IDENTITY, |n| n.fold());
         let shared = Arc::new(Shared {
-            samples: source.samples().to_vec(),
+            source,
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             fma,
@@ -119,7 +118,6 @@ impl Pipeline {
         Ok(Pipeline {
             shared,
             sampler,
-            source,
             tasks: Some(task_tx),
             done: done_rx,
             pools,
@@ -158,7 +156,7 @@ impl Pipeline {
 
     /// The dataset.
     pub fn source(&self) -> &Source {
-        &self.source
+        &self.shared.source
     }
 
     /// The sampler deciding the order.

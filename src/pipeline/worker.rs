@@ -27,12 +27,12 @@ use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
 use crate::reader::read_file;
-use crate::source::Sample;
+use crate::source::Source;
 
 /// State shared by the pipeline, its epochs and its threads.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) samples: Vec<Sample>,
+    pub(crate) source: Source,
     pub(crate) config: Config,
     pub(crate) counters: Counters,
     /// Bumped when an epoch is abandoned: tasks of an older generation are
@@ -97,7 +97,7 @@ pub(crate) fn reader_loop(
             continue;
         }
         let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
-        let path = &shared.samples[task.index as usize].path;
+        let path = &shared.source.samples()[task.index as usize].path;
         let t0 = Instant::now();
         let res = catch_unwind(AssertUnwindSafe(|| {
             read_file(path, &mut buf, shared.config.max_file_bytes)
