@@ -4,9 +4,11 @@
 //!
 //! ```text
 //! Source ─► Sampler ─► readers ─► header parse ─► decode ─► augment ─► Batch
-//! (files)   (epoch     (threads,  (dims, EXIF,    (CPU now; (resize,   (images,
-//!            order,     bytes      pixel limit)    nvJPEG    normalize, labels,
-//!            shards)    only)                      later)    cast)      keys)
+//! (files)   (epoch     (threads,  (dims, EXIF,    (CPU now; (crop,     (images,
+//!            order,     bytes      pixel limit)    nvJPEG    resize,    labels,
+//!            shards)    only)                      later)    flip,      keys)
+//!                                                            normalize,
+//!                                                            cast)
 //! ```
 //!
 //! A [`Source`] lists `(file, label)` pairs; a [`Pipeline`] built from it runs
@@ -16,13 +18,15 @@
 //! mid-epoch from [`Batch::resume_position`].
 //!
 //! ```no_run
-//! use gpufeed::{DType, Device, Pipeline, Source};
+//! use gpufeed::{DType, Device, Pipeline, Source, Transform};
 //!
 //! # fn main() -> gpufeed::Result<()> {
 //! let mut pipeline = Pipeline::builder()
 //!     .source(Source::image_folder("data/imagenet/train")?)
 //!     .batch_size(256)
 //!     .output_size(224, 224)
+//!     .transform(Transform::RANDOM_RESIZED_CROP) // torchvision's defaults
+//!     .flip_h(0.5)
 //!     .dtype(DType::F16)
 //!     .seed(42)
 //!     .shard(0, 1)

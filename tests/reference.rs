@@ -24,6 +24,16 @@ fn decode(path: &Path, backend: CpuBackend) -> Image {
     img
 }
 
+/// Decode without applying EXIF orientation.
+fn decode_raw(bytes: &[u8], h: &gpufeed::jpeg::JpegHeader, backend: CpuBackend) -> Image {
+    let mut raw = Image::default();
+    CpuDecoder::with_backend(backend, false)
+        .unwrap()
+        .decode(bytes, h, &mut raw)
+        .unwrap();
+    raw
+}
+
 /// A PNG as 8-bit RGB (gray replicated, alpha dropped).
 fn read_png(path: &Path) -> Image {
     let mut dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
@@ -232,22 +242,14 @@ fn orientations(backend: CpuBackend) {
         assert_eq!(h.orientation.exif_value(), n);
         let img = decode(&path, backend);
         let (max, mean) = diff(&img, &upright);
-        let mut raw = Image::default();
-        CpuDecoder::with_backend(backend, false)
-            .unwrap()
-            .decode(&bytes, &h, &mut raw)
-            .unwrap();
+        let raw = decode_raw(&bytes, &h, backend);
         println!(
             "orientation {n}: max {max}, mean {mean:.3}, unrotated {:?}",
             (raw.width, raw.height, img.width, img.height)
         );
         assert!(mean <= 6.0, "orientation {n}: mean {mean:.3}");
         // Without orientation, the picture is visibly different.
-        let mut raw = Image::default();
-        CpuDecoder::with_backend(backend, false)
-            .unwrap()
-            .decode(&bytes, &h, &mut raw)
-            .unwrap();
+        let raw = decode_raw(&bytes, &h, backend);
         assert!(
             diff(&raw, &upright).1 > 10.0,
             "orientation {n} looks upright unrotated"
@@ -289,11 +291,7 @@ fn dali_orientation_files_follow_their_tag() {
                 got == want,
                 "{backend:?} {name}: differs from the transformed base"
             );
-            let mut raw = Image::default();
-            CpuDecoder::with_backend(backend, false)
-                .unwrap()
-                .decode(&bytes, &h, &mut raw)
-                .unwrap();
+            let raw = decode_raw(&bytes, &h, backend);
             assert!(
                 raw == base,
                 "{backend:?} {name}: raw decode differs from the base"

@@ -325,30 +325,20 @@ mod tests {
         assert_eq!(&out[32..], &want[..]);
     }
 
+    /// Resize a one-row gray image of `src` values to `out` pixels.
+    fn resize_1d(src: &[u8], out: usize, antialias: bool) -> Vec<f32> {
+        let img = gray(src.len() as u32, 1, |x, _| src[x as usize]);
+        let p = whole(src.len() as u32, 1, out, 1);
+        let v: Vec<f32> = run(&img, &p, (out, 1), Layout::Nchw, antialias, &Fma::IDENTITY);
+        v[..out].to_vec()
+    }
+
     #[test]
     fn bilinear_1d_by_hand() {
         // 2 -> 4: centres -0.25 (clamped to 0), 0.25, 0.75, 1.25 (i0 = 1).
-        let img = gray(2, 1, |x, _| [0, 100][x as usize]);
-        let out: Vec<f32> = run(
-            &img,
-            &whole(2, 1, 4, 1),
-            (4, 1),
-            Layout::Nchw,
-            false,
-            &Fma::IDENTITY,
-        );
-        approx(&out[..4], &[0.0, 25.0, 75.0, 100.0]);
+        approx(&resize_1d(&[0, 100], 4, false), &[0.0, 25.0, 75.0, 100.0]);
         // 4 -> 2: centres 0.5 and 2.5, midway between neighbours.
-        let img = gray(4, 1, |x, _| [0, 10, 20, 40][x as usize]);
-        let out: Vec<f32> = run(
-            &img,
-            &whole(4, 1, 2, 1),
-            (2, 1),
-            Layout::Nchw,
-            false,
-            &Fma::IDENTITY,
-        );
-        approx(&out[..2], &[5.0, 30.0]);
+        approx(&resize_1d(&[0, 10, 20, 40], 2, false), &[5.0, 30.0]);
     }
 
     #[test]
@@ -356,27 +346,12 @@ mod tests {
         // 4 -> 2, scale 2: output 0 has centre 1, taps x = 0,1,2 with
         // triangle weights 0.75, 0.75, 0.25 (sum 1.75) = 3/7, 3/7, 1/7;
         // output 1 has centre 3, taps x = 1,2,3 with 1/7, 3/7, 3/7.
-        let img = gray(4, 1, |x, _| [0, 10, 20, 40][x as usize]);
-        let out: Vec<f32> = run(
-            &img,
-            &whole(4, 1, 2, 1),
-            (2, 1),
-            Layout::Nchw,
-            true,
-            &Fma::IDENTITY,
+        approx(
+            &resize_1d(&[0, 10, 20, 40], 2, true),
+            &[50.0 / 7.0, 190.0 / 7.0],
         );
-        approx(&out[..2], &[50.0 / 7.0, 190.0 / 7.0]);
         // Upscaling ignores the option: plain bilinear.
-        let img = gray(2, 1, |x, _| [0, 100][x as usize]);
-        let out: Vec<f32> = run(
-            &img,
-            &whole(2, 1, 4, 1),
-            (4, 1),
-            Layout::Nchw,
-            true,
-            &Fma::IDENTITY,
-        );
-        approx(&out[..4], &[0.0, 25.0, 75.0, 100.0]);
+        approx(&resize_1d(&[0, 100], 4, true), &[0.0, 25.0, 75.0, 100.0]);
     }
 
     /// 4x4 ramp p(x, y) = 10x + 40y to 2x2. Both filters are linear, so the
