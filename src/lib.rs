@@ -48,10 +48,13 @@
 //! [`Pipeline::stats`] and listed with their file in [`Batch::skipped`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
-#![forbid(unsafe_code)]
+// `unsafe` is allowed only in the FFI modules (src/cuda/), each block with a
+// SAFETY comment.
+#![deny(unsafe_code)]
 
 #[doc(hidden)]
 pub mod augment;
+pub mod cuda;
 pub mod decode;
 mod error;
 pub mod jpeg;

@@ -111,15 +111,15 @@ impl CpuDecoder {
     ) -> Result<(), SampleError> {
         let rotate = self.apply_orientation && header.orientation != Orientation::Normal;
         #[cfg(feature = "turbojpeg")]
-        if let Some(turbo) = self.turbo.as_mut() {
-            if header.components != 4 {
-                let target = if rotate { &mut self.scratch } else { &mut *out };
-                turbo.decode(data, header, target)?;
-                if rotate {
-                    apply_orientation(&self.scratch, header.orientation, out);
-                }
-                return Ok(());
+        if let Some(turbo) = self.turbo.as_mut()
+            && header.components != 4
+        {
+            let target = if rotate { &mut self.scratch } else { &mut *out };
+            turbo.decode(data, header, target)?;
+            if rotate {
+                apply_orientation(&self.scratch, header.orientation, out);
             }
+            return Ok(());
         }
         check_supported(header)?;
         let target = if rotate { &mut self.scratch } else { &mut *out };

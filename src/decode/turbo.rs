@@ -34,10 +34,10 @@ impl Turbo {
         out: &mut Image,
     ) -> Result<(), SampleError> {
         let result = self.decode_inner(data, header, out);
-        if result.is_err() {
-            if let Ok(fresh) = Turbo::new() {
-                *self = fresh;
-            }
+        if result.is_err()
+            && let Ok(fresh) = Turbo::new()
+        {
+            *self = fresh;
         }
         result
     }

@@ -331,12 +331,11 @@ impl PipelineBuilder {
                     .into(),
             );
         }
-        if let Some(n) = self.normalize {
-            if n.std.iter().any(|&s| !s.is_finite() || s <= 0.0)
-                || n.mean.iter().any(|m| !m.is_finite())
-            {
-                return bad(format!("normalize std must be positive and finite: {n:?}"));
-            }
+        if let Some(n) = self.normalize
+            && (n.std.iter().any(|&s| !s.is_finite() || s <= 0.0)
+                || n.mean.iter().any(|m| !m.is_finite()))
+        {
+            return bad(format!("normalize std must be positive and finite: {n:?}"));
         }
         if self.max_pixels == 0 {
             return bad("max_pixels must be at least 1".into());
@@ -345,17 +344,26 @@ impl PipelineBuilder {
             Device::Cpu => {}
             Device::Auto => {
                 static NOTICE: Once = Once::new();
-                NOTICE.call_once(|| {
-                    eprintln!(
-                        "gpufeed: no CUDA backend in this build yet; Device::Auto uses the CPU"
-                    )
+                NOTICE.call_once(|| match crate::cuda::devices() {
+                    Ok(d) => eprintln!(
+                        "gpufeed: found {} but the CUDA pipeline is not wired yet; using the CPU",
+                        d[0].name
+                    ),
+                    Err(e) => eprintln!("gpufeed: no usable GPU ({e}); using the CPU"),
                 });
             }
             Device::Cuda(i) => {
-                return Err(Error::Device(format!(
-                    "cuda:{i} requested, but this build has no CUDA backend yet; use Device::Cpu \
-                     or Device::Auto"
-                )));
+                return Err(match crate::cuda::devices() {
+                    Err(e) => Error::Device(format!("cuda:{i}: {e}")),
+                    Ok(d) if i >= d.len() => {
+                        Error::Device(format!("cuda:{i}: only {} CUDA device(s)", d.len()))
+                    }
+                    Ok(d) => Error::Device(format!(
+                        "cuda:{i} ({}) is present, but the CUDA pipeline is not wired yet; use \
+                         Device::Cpu or Device::Auto",
+                        d[i].name
+                    )),
+                });
             }
         }
         let sampler = Sampler::new(

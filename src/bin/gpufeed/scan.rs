@@ -120,10 +120,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     Outcome::Decoded => Ok(()),
                     Outcome::Failed(e) => Err(format!("{} ({})", e, e.kind().name())),
                 };
-                if !args.json {
-                    if let Err(msg) = &r {
-                        println!("BAD {}: {msg}", files[i].display());
-                    }
+                if !args.json
+                    && let Err(msg) = &r
+                {
+                    println!("BAD {}: {msg}", files[i].display());
                 }
                 outcomes.insert(i, r);
             }
@@ -132,19 +132,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         for slot in busy.iter() {
             let mut slot = slot.lock().expect("not poisoned");
-            if let Some((i, since)) = *slot {
-                if since.elapsed() > timeout {
-                    if !args.json {
-                        println!(
-                            "BAD {}: no result after {}s (timeout)",
-                            files[i].display(),
-                            args.timeout
-                        );
-                    }
-                    timed_out.push(i);
-                    // The thread is stuck on this file; it is not waited for.
-                    *slot = None;
+            if let Some((i, since)) = *slot
+                && since.elapsed() > timeout
+            {
+                if !args.json {
+                    println!(
+                        "BAD {}: no result after {}s (timeout)",
+                        files[i].display(),
+                        args.timeout
+                    );
                 }
+                timed_out.push(i);
+                // The thread is stuck on this file; it is not waited for.
+                *slot = None;
             }
         }
     }

@@ -1,0 +1,145 @@
+//! `#[repr(C)]` mirrors of `kernels/augment.cuh`. Sizes and offsets are
+//! asserted here at compile time and by `static_assert` in the header.
+#![allow(dead_code)] // Filled by the launch path (issue 4, next step).
+
+use std::mem::{offset_of, size_of};
+
+use crate::augment::params::{Axis, SampleParams};
+
+/// `GfAxis`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GfAxis {
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+    pub(crate) scale: f32,
+    pub(crate) offset: f32,
+    pub(crate) dst0: i32,
+    pub(crate) step: i32,
+}
+
+/// `GfTile`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GfTile {
+    pub(crate) src: u64,
+    pub(crate) dst: u64,
+    pub(crate) src_pitch: u32,
+    pub(crate) src_height: u32,
+    pub(crate) x: GfAxis,
+    pub(crate) y: GfAxis,
+}
+
+/// `GfLaunch`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GfLaunch {
+    pub(crate) out_w: u32,
+    pub(crate) out_h: u32,
+    pub(crate) antialias: u32,
+    pub(crate) n_tiles: u32,
+    pub(crate) scale: [f32; 3],
+    pub(crate) shift: [f32; 3],
+}
+
+const _: () = assert!(size_of::<GfAxis>() == 24);
+const _: () = assert!(size_of::<GfTile>() == 72);
+const _: () = assert!(offset_of!(GfTile, x) == 24);
+const _: () = assert!(offset_of!(GfTile, y) == 48);
+const _: () = assert!(size_of::<GfLaunch>() == 40);
+const _: () = assert!(offset_of!(GfLaunch, scale) == 16);
+
+impl GfAxis {
+    /// The host folds the flip into where output pixel 0 goes and the step.
+    fn new(a: &Axis, out: usize, flip: bool) -> GfAxis {
+        let (dst0, step) = if flip { (out as i32 - 1, -1) } else { (0, 1) };
+        GfAxis {
+            start: a.start,
+            len: a.len,
+            scale: a.scale,
+            offset: a.offset,
+            dst0,
+            step,
+        }
+    }
+}
+
+impl GfTile {
+    /// The tile of one view draw: `src` points at an RGB8 image with rows
+    /// `pitch` bytes apart; the result goes to element `dst` of the output.
+    pub(crate) fn new(
+        src: u64,
+        pitch: u32,
+        height: u32,
+        p: &SampleParams,
+        (out_w, out_h): (usize, usize),
+        dst: u64,
+    ) -> GfTile {
+        GfTile {
+            src,
+            dst,
+            src_pitch: pitch,
+            src_height: height,
+            x: GfAxis::new(&p.x, out_w, p.flip_h),
+            y: GfAxis::new(&p.y, out_h, p.flip_v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The number right after the first occurrence of `pat` in `text`.
+    fn number_after(text: &str, pat: &str) -> usize {
+        let at = text
+            .find(pat)
+            .unwrap_or_else(|| panic!("{pat:?} missing from augment.cuh"));
+        let rest = text[at + pat.len()..].trim_start_matches([' ', '\n', '/']);
+        rest.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    }
+
+    /// The header's static_asserts and offset notes state the numbers the
+    /// Rust asserts above check; read them out of the embedded text.
+    #[test]
+    fn header_states_the_same_layout() {
+        let h = include_str!("../../kernels/augment.cuh");
+        assert_eq!(number_after(h, "sizeof(GfAxis) =="), size_of::<GfAxis>());
+        assert_eq!(number_after(h, "sizeof(GfTile) =="), size_of::<GfTile>());
+        assert_eq!(
+            number_after(h, "sizeof(GfLaunch) =="),
+            size_of::<GfLaunch>()
+        );
+        assert_eq!(number_after(h, "x at"), offset_of!(GfTile, x));
+        assert_eq!(number_after(h, "y at"), offset_of!(GfTile, y));
+        assert_eq!(number_after(h, "scale at"), offset_of!(GfLaunch, scale));
+    }
+
+    #[test]
+    fn flips_fold_to_a_sign() {
+        let a = Axis {
+            start: 3,
+            len: 10,
+            scale: 0.5,
+            offset: 0.0,
+        };
+        assert_eq!(
+            (
+                GfAxis::new(&a, 224, false).dst0,
+                GfAxis::new(&a, 224, false).step
+            ),
+            (0, 1)
+        );
+        assert_eq!(
+            (
+                GfAxis::new(&a, 224, true).dst0,
+                GfAxis::new(&a, 224, true).step
+            ),
+            (223, -1)
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! The CUDA side: device discovery, kernel sources and their compilation.
+//!
+//! Everything here is guarded so that a machine without a driver, without
+//! NVRTC or without a GPU gets an [`Error`](crate::Error), never a panic:
+//! cudarc loads `libcuda`/`libnvrtc` lazily and panics when they are missing,
+//! so every entry point checks `is_culib_present()` first.
+//!
+//! Status (issue 4): kernels compile (NVRTC, CUBIN per architecture, disk
+//! cache) and descriptors are mirrored; launching them from the pipeline is
+//! not wired yet, so the pipeline still runs on the CPU.
+#![allow(unsafe_code)]
+
+pub(crate) mod desc;
+pub mod nvrtc;
+
+use crate::error::{Error, Result};
+
+/// A CUDA device as the driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Ordinal.
+    pub index: usize,
+    /// Marketing name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (u32, u32),
+}
+
+/// The devices the driver can see; an error that says why when there are
+/// none to be had (no driver library, driver init failure, no device).
+pub fn devices() -> Result<Vec<DeviceInfo>> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it;
+    // it touches no CUDA state.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::Device(
+            "libcuda not found: no NVIDIA driver on this machine".into(),
+        ));
+    }
+    result::init().map_err(|e| Error::Device(format!("cuInit failed: {e:?}")))?;
+    let count = result::device::get_count()
+        .map_err(|e| Error::Device(format!("cuDeviceGetCount failed: {e:?}")))?;
+    let mut out = Vec::new();
+    for i in 0..count.max(0) {
+        let dev = result::device::get(i)
+            .map_err(|e| Error::Device(format!("cuDeviceGet({i}) failed: {e:?}")))?;
+        let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
+        let attr = |a| {
+            // SAFETY: `dev` is a valid device handle from cuDeviceGet after a
+            // successful cuInit (CUDA Driver API, cuDeviceGetAttribute).
+            unsafe { result::device::get_attribute(dev, a) }
+                .map(|v| v as u32)
+                .unwrap_or(0)
+        };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+        out.push(DeviceInfo {
+            index: i as usize,
+            name,
+            compute_capability: (major, minor),
+        });
+    }
+    if out.is_empty() {
+        return Err(Error::Device(
+            "the NVIDIA driver reports no CUDA device".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The embedded kernel sources: `(file name, text)`, headers inlined.
+pub fn kernel_sources() -> Vec<(&'static str, String)> {
+    vec![("augment.cu", inline_header(AUGMENT_CU))]
+}
+
+/// Kernel entry points of `augment.cu`, one per dtype and layout.
+pub const AUGMENT_KERNELS: [&str; 8] = [
+    "gf_augment_u8_nchw",
+    "gf_augment_u8_nhwc",
+    "gf_augment_f16_nchw",
+    "gf_augment_f16_nhwc",
+    "gf_augment_bf16_nchw",
+    "gf_augment_bf16_nhwc",
+    "gf_augment_f32_nchw",
+    "gf_augment_f32_nhwc",
+];
+
+const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
+const AUGMENT_CUH: &str = include_str!("../../kernels/augment.cuh");
+
+/// NVRTC is given one self-contained source: the header is pasted where it
+/// is included, so no include path (and no CUDA toolkit) is needed.
+fn inline_header(src: &str) -> String {
+    src.replace("#include \"augment.cuh\"", AUGMENT_CUH)
+}
