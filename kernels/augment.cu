@@ -5,7 +5,9 @@
 // --fmad=false) so that results match the CPU reference.
 //
 // No headers: NVRTC compiles this without a CUDA toolkit. Half and bfloat16
-// conversions are written out (round to nearest even).
+// conversions are written out (round to nearest even). With GF_HOST_EMU the
+// same file compiles as C++ on the host (tests/emu/augment_emu.cpp), so the
+// kernel's arithmetic is checked against the CPU reference without a GPU.
 #include "augment.cuh"
 
 // Taps of output pixel o on one axis, relative to the region start.
@@ -88,9 +90,13 @@ __device__ __forceinline__ unsigned char gf_cast(GfU8, float v) {
 }
 
 __device__ __forceinline__ unsigned short gf_cast(GfF16, float v) {
+#ifdef GF_HOST_EMU
+    return gf_emu_f32_to_f16(v);  // tests/emu: the same rounding on the host
+#else
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
+#endif
 }
 
 __device__ __forceinline__ unsigned short gf_cast(GfBF16, float v) {

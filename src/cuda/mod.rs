@@ -93,3 +93,6 @@ const AUGMENT_CUH: &str = include_str!("../../kernels/augment.cuh");
 fn inline_header(src: &str) -> String {
     src.replace("#include \"augment.cuh\"", AUGMENT_CUH)
 }
+
+#[cfg(all(test, feature = "kernel-emu"))]
+mod emu;

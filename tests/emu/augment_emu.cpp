@@ -1,0 +1,100 @@
+// Host emulation of kernels/augment.cu: the kernel source compiled as plain
+// C++ with CUDA's builtins replaced by host equivalents, and a driver that
+// runs every (block, thread) of a launch sequentially. Built by build.rs
+// with the `kernel-emu` feature; used by tests/kernel_emu.rs to compare the
+// kernel's arithmetic with the CPU reference on machines without a GPU.
+//
+// What this proves: the formulas, summation order, rounding and casts of the
+// kernel source. What it cannot: anything about the GPU itself (memory
+// model, occupancy, real FMA contraction by ptxas; the kernel is compiled
+// with --fmad=false for that reason).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#define GF_HOST_EMU 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+
+struct GfDim3 { unsigned int x, y, z; };
+// Thread-local: test threads may run emulated launches concurrently.
+static thread_local GfDim3 blockIdx, blockDim, threadIdx;
+
+static inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+// Host float arithmetic is IEEE single precision with round-to-nearest on
+// x86-64 (SSE); volatile keeps the compiler from contracting into an FMA.
+static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+
+// IEEE binary32 -> binary16, round to nearest even (what cvt.rn.f16.f32 does).
+static inline unsigned short gf_emu_f32_to_f16(float f) {
+    unsigned int x = __float_as_uint(f);
+    unsigned int sign = (x >> 16) & 0x8000u;
+    unsigned int exp = (x >> 23) & 0xffu;
+    unsigned int man = x & 0x7fffffu;
+    if (exp == 0xffu) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u : 0u));
+    int e = (int)exp - 127 + 15;
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);  // overflow -> inf
+    if (e <= 0) {
+        if (e < -10) return (unsigned short)sign;  // underflow -> 0
+        man |= 0x800000u;
+        unsigned int shift = (unsigned int)(14 - e);
+        unsigned int half = man >> shift;
+        unsigned int rem = man & ((1u << shift) - 1u);
+        unsigned int mid = 1u << (shift - 1u);
+        if (rem > mid || (rem == mid && (half & 1u))) half++;
+        return (unsigned short)(sign | half);
+    }
+    unsigned int half = ((unsigned int)e << 10) | (man >> 13);
+    unsigned int rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;  // may carry into exp
+    return (unsigned short)(sign | half);
+}
+
+#include "augment.cu"
+
+typedef void (*GfKernel)(const GfTile*, GfLaunch, void*);
+
+#define GF_EMU_ENTRY(name, T)                                                   \
+    static void name##_emu(const GfTile* t, GfLaunch p, void* out) {            \
+        name(t, p, (T*)out);                                                    \
+    }
+GF_EMU_ENTRY(gf_augment_u8_nchw, unsigned char)
+GF_EMU_ENTRY(gf_augment_u8_nhwc, unsigned char)
+GF_EMU_ENTRY(gf_augment_f16_nchw, unsigned short)
+GF_EMU_ENTRY(gf_augment_f16_nhwc, unsigned short)
+GF_EMU_ENTRY(gf_augment_bf16_nchw, unsigned short)
+GF_EMU_ENTRY(gf_augment_bf16_nhwc, unsigned short)
+GF_EMU_ENTRY(gf_augment_f32_nchw, float)
+GF_EMU_ENTRY(gf_augment_f32_nhwc, float)
+
+// Run kernel `which` (index into src/cuda/mod.rs AUGMENT_KERNELS) over a
+// grid of (ceil(plane / 256), n_tiles) blocks of 256 threads.
+extern "C" int gf_emu_augment(int which, const GfTile* tiles, GfLaunch p, void* out) {
+    static const GfKernel kernels[8] = {
+        gf_augment_u8_nchw_emu,  gf_augment_u8_nhwc_emu,  gf_augment_f16_nchw_emu,
+        gf_augment_f16_nhwc_emu, gf_augment_bf16_nchw_emu, gf_augment_bf16_nhwc_emu,
+        gf_augment_f32_nchw_emu, gf_augment_f32_nhwc_emu,
+    };
+    if (which < 0 || which >= 8) return -1;
+    const unsigned int plane = p.out_w * p.out_h;
+    blockDim.x = 256;
+    blockDim.y = blockDim.z = 1;
+    for (unsigned int t = 0; t < p.n_tiles; ++t) {
+        blockIdx.y = t;
+        for (unsigned int pix = 0; pix < plane; ++pix) {
+            blockIdx.x = pix / 256;
+            threadIdx.x = pix % 256;
+            kernels[which](tiles, p, out);
+        }
+    }
+    return 0;
+}
+
+extern "C" unsigned short gf_emu_f16(float v) { return gf_emu_f32_to_f16(v); }
