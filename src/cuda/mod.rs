@@ -11,6 +11,7 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod desc;
+pub(crate) mod launch;
 pub mod nvrtc;
 
 use crate::error::{Error, Result};
@@ -94,5 +95,5 @@ fn inline_header(src: &str) -> String {
     src.replace("#include \"augment.cuh\"", AUGMENT_CUH)
 }
 
-#[cfg(all(test, feature = "kernel-emu"))]
-mod emu;
+#[cfg(test)]
+mod kernel_tests;

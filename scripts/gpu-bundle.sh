@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build everything a CUDA machine without a Rust toolchain needs to run the
+# GPU checks: the release test binaries, the CLI, and a runner script.
+#
+#   scripts/gpu-bundle.sh [OUT]        (default OUT: dist/gpu, git-ignored)
+#   # copy OUT to the CUDA box (x86-64 Linux), then there:
+#   OUT/run-gpu-tests.sh [DATA]        (DATA: a folder of JPEGs to bench)
+#
+# The runner sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails), runs the
+# GPU tests, then the same tests under compute-sanitizer memcheck and
+# racecheck when it is installed, then `gpufeed bench --device cuda:0`.
+# Logs go to $OUT_LOGS (default: ./gpu-logs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-dist/gpu}
+rm -rf "$out"
+mkdir -p "$out/bin"
+
+cargo build --release --locked --bin gpufeed
+cp target/release/gpufeed "$out/bin/"
+
+# Test executables, found from cargo's JSON messages.
+cargo test --release --locked --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys, shutil, os
+out = sys.argv[1]
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        name = m["target"]["name"]
+        kind = m["target"]["kind"][0]
+        dst = os.path.join(out, "bin", ("unit-" if kind == "lib" else "test-") + name)
+        shutil.copy(m["executable"], dst)
+        print(dst)
+' "$out"
+
+cat > "$out/run-gpu-tests.sh" <<'RUNNER'
+#!/usr/bin/env bash
+# GPU checks for gpufeed (built by scripts/gpu-bundle.sh).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+logs=${OUT_LOGS:-$PWD/gpu-logs}
+mkdir -p "$logs"
+export GPUFEED_REQUIRE_GPU=1 GPUFEED_REQUIRE_NVRTC=1
+export GPUFEED_KERNEL_CACHE=${GPUFEED_KERNEL_CACHE:-$logs/kernel-cache}
+status=0
+run() { # name, command...
+  local name=$1; shift
+  echo "== $name: $*" | tee -a "$logs/summary.txt"
+  if "$@" >"$logs/$name.log" 2>&1; then echo "   ok" | tee -a "$logs/summary.txt"
+  else echo "   FAILED (see $name.log)" | tee -a "$logs/summary.txt"; status=1; fi
+  tail -3 "$logs/$name.log" | sed 's/^/   /'
+}
+nvidia-smi -L > "$logs/nvidia-smi.txt" 2>&1 || true
+run unit-cuda "$here/bin/unit-gpufeed" cuda:: --test-threads=1
+run kernels "$here/bin/test-kernels" --test-threads=1
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    run "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$here/bin/unit-gpufeed" cuda::kernel_tests::gpu --test-threads=1
+  done
+else
+  echo "compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"
+fi
+if [ $# -ge 1 ]; then
+  run bench-cuda "$here/bin/gpufeed" bench "$1" --device cuda:0 --json
+  run bench-cpu "$here/bin/gpufeed" bench "$1" --device cpu --json
+fi
+echo "logs: $logs"
+exit $status
+RUNNER
+chmod +x "$out/run-gpu-tests.sh"
+du -sh "$out"

@@ -1,0 +1,136 @@
+//! Loading the augment kernels on a device and launching them.
+//!
+//! This is the piece the CUDA pipeline stage will drive once per batch; the
+//! GPU tests use it directly to compare the device with the CPU reference.
+#![allow(dead_code)] // The pipeline stage (issue 4, next step) is its user.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg, ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+
+use super::desc::{GfLaunch, GfTile};
+use super::{AUGMENT_KERNELS, devices, kernel_sources, nvrtc};
+use crate::error::{Error, Result};
+
+// SAFETY: GfTile and GfLaunch are #[repr(C)] plain data (integers and
+// floats, no pointers the device would dereference as Rust references),
+// with the layout of their C mirrors asserted in desc.rs; cudarc's
+// DeviceRepr only requires that the bytes can be copied to the device and
+// passed as kernel parameters (cuLaunchKernel copies parameter bytes).
+unsafe impl DeviceRepr for GfTile {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for GfLaunch {}
+
+/// Threads per block: one thread per output pixel.
+const BLOCK: u32 = 256;
+
+/// The eight augment kernels loaded on one device.
+pub(crate) struct AugmentKernels {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    funcs: Vec<CudaFunction>,
+    /// `sm_XY` the CUBIN was built for.
+    pub(crate) arch: String,
+}
+
+impl AugmentKernels {
+    /// Compile (or fetch from the cache) and load the kernels on device
+    /// `index`. Errors, never panics, when there is no driver or device.
+    pub(crate) fn new(index: usize) -> Result<AugmentKernels> {
+        let devs = devices()?;
+        let dev = devs
+            .get(index)
+            .ok_or_else(|| Error::Device(format!("cuda:{index}: only {} device(s)", devs.len())))?;
+        let (major, minor) = dev.compute_capability;
+        let arch = format!("sm_{major}{minor}");
+        let (name, src) = kernel_sources().remove(0);
+        let cubin = nvrtc::compile_cached(name, &src, &arch)?;
+        let drv = |what: &str, e: cudarc::driver::DriverError| {
+            Error::Device(format!("cuda:{index}: {what}: {e:?}"))
+        };
+        let ctx = CudaContext::new(index).map_err(|e| drv("context", e))?;
+        let module = ctx
+            .load_module(Ptx::from_binary(cubin.image))
+            .map_err(|e| drv("load CUBIN", e))?;
+        let funcs = AUGMENT_KERNELS
+            .iter()
+            .map(|k| module.load_function(k).map_err(|e| drv(k, e)))
+            .collect::<Result<Vec<_>>>()?;
+        let stream = ctx.new_stream().map_err(|e| drv("stream", e))?;
+        Ok(AugmentKernels {
+            ctx,
+            stream,
+            funcs,
+            arch,
+        })
+    }
+
+    /// Launch kernel `which` (an index into [`AUGMENT_KERNELS`]) over
+    /// `tiles` (already on the device), writing into `out`. Asynchronous on
+    /// `self.stream`.
+    ///
+    /// # Safety
+    ///
+    /// Every tile's `src` must point to device memory holding at least
+    /// `src_pitch * src_height` bytes that stays alive and unwritten until
+    /// the launch completes, and `dst` plus the output size must stay inside
+    /// `out`; the element type `T` must be the one kernel `which` writes.
+    pub(crate) unsafe fn launch<T: DeviceRepr>(
+        &self,
+        which: usize,
+        tiles: &CudaSlice<GfTile>,
+        launch: GfLaunch,
+        out: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        let plane = launch.out_w * launch.out_h;
+        let cfg = LaunchConfig {
+            grid_dim: (plane.div_ceil(BLOCK), launch.n_tiles, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.funcs[which]);
+        b.arg(tiles);
+        b.arg(&launch);
+        b.arg(out);
+        // SAFETY: the kernel signature is (const GfTile*, GfLaunch, T*),
+        // matched by the three arguments above; memory validity is the
+        // caller's contract (see # Safety).
+        unsafe { b.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| Error::Device(format!("launch {}: {e:?}", AUGMENT_KERNELS[which])))
+    }
+
+    /// Upload host bytes.
+    pub(crate) fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.stream
+            .clone_htod(data)
+            .map_err(|e| Error::Device(format!("upload: {e:?}")))
+    }
+
+    /// A zeroed device buffer.
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros(n)
+            .map_err(|e| Error::Device(format!("alloc: {e:?}")))
+    }
+
+    /// Download (waits for the stream).
+    pub(crate) fn download<T: DeviceRepr + Default + Clone>(
+        &self,
+        data: &CudaSlice<T>,
+    ) -> Result<Vec<T>> {
+        self.stream
+            .clone_dtoh(data)
+            .map_err(|e| Error::Device(format!("download: {e:?}")))
+    }
+
+    /// The raw device address of a buffer, for a descriptor.
+    pub(crate) fn address<T>(&self, data: &CudaSlice<T>) -> u64 {
+        let (ptr, _sync) = data.device_ptr(&self.stream);
+        ptr
+    }
+}
