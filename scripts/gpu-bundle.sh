@@ -8,7 +8,9 @@
 #
 # The runner sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails), runs the
 # GPU tests, then the same tests under compute-sanitizer memcheck and
-# racecheck when it is installed, then `gpufeed bench --device cuda:0`.
+# racecheck when it is installed, then `gpufeed kernel-bench` (the fused
+# kernel's bandwidth against device copy bandwidth, batch 256, 224x224 f16
+# NCHW) and `gpufeed bench --device cuda:0` on DATA.
 # Logs go to $OUT_LOGS (default: ./gpu-logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +67,10 @@ if command -v compute-sanitizer >/dev/null; then
   done
 else
   echo "compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"
+fi
+data=${1:-data/sample}
+if [ -d "$data" ]; then
+  run kernel-bench "$here/bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
 fi
 if [ $# -ge 1 ]; then
   run bench-cuda "$here/bin/gpufeed" bench "$1" --device cuda:0 --json

@@ -137,3 +137,18 @@ fn preview_writes_a_labelled_contact_sheet() {
     assert_eq!(info.info().width, 3 * 68 + 4);
     assert_eq!(info.info().height, 3 * (64 + 20 + 4) + 4);
 }
+
+#[test]
+fn kernel_bench_needs_a_gpu_and_says_so() {
+    let (code, out, err) = gpufeed(&["kernel-bench", "--batch", "8", "--iters", "2"]);
+    match gpufeed::cuda::devices() {
+        Err(_) => {
+            assert_eq!(code, 2, "{out}{err}");
+            assert!(err.contains("device unavailable"), "{err}");
+        }
+        Ok(_) => {
+            assert_eq!(code, 0, "{err}");
+            assert!(out.contains("GB/s"), "{out}");
+        }
+    }
+}

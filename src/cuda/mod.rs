@@ -10,6 +10,8 @@
 //! not wired yet, so the pipeline still runs on the CPU.
 #![allow(unsafe_code)]
 
+#[doc(hidden)]
+pub mod bench;
 pub(crate) mod desc;
 pub(crate) mod launch;
 pub mod nvrtc;

@@ -1,6 +1,7 @@
 //! `gpufeed`: benchmark the pipeline on a dataset, or check a dataset's files.
 
 mod bench;
+mod kernel_bench;
 mod preview;
 mod scan;
 
@@ -26,6 +27,8 @@ struct Cli {
 enum Command {
     /// Run the pipeline over a dataset and report throughput and stage times.
     Bench(bench::Args),
+    /// Measure the fused augment kernel's bandwidth on a CUDA device.
+    KernelBench(kernel_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),
     /// Read, parse and decode every JPEG under a folder; list the bad ones.
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::Scan(args) => scan::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
+        Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,82 @@
+//! `gpufeed kernel-bench`: the fused augment kernel's bandwidth on a GPU.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use gpufeed::decode::{CpuDecoder, Image};
+use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder of JPEGs (decoded once on the CPU, then kept on the device).
+    /// Default: the repository's data/sample.
+    data: Option<PathBuf>,
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Images per launch.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Output side length.
+    #[arg(long, default_value_t = 224)]
+    size: usize,
+    /// Timed launches.
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let data = super::data_or_sample(args.data)?;
+    let source = gpufeed::Source::recursive(&data)?;
+    let mut dec = CpuDecoder::default();
+    let mut images = Vec::new();
+    for s in source.samples().iter().take(args.batch) {
+        let bytes = std::fs::read(&s.path).with_context(|| s.path.display().to_string())?;
+        let mut img = Image::default();
+        let ok =
+            parse_header(&bytes, DEFAULT_MAX_PIXELS).and_then(|h| dec.decode(&bytes, &h, &mut img));
+        if ok.is_ok() {
+            images.push(img);
+        }
+    }
+    let r = gpufeed::cuda::bench::kernel_bandwidth(
+        args.device,
+        &images,
+        args.batch,
+        args.size,
+        args.iters,
+    )?;
+    let ratio = r.kernel_gbps / r.copy_gbps;
+    if args.json {
+        let v = serde_json::json!({
+            "device": r.device, "arch": r.arch, "batch": r.batch, "size": args.size,
+            "dtype": "f16", "layout": "nchw", "distinct_images": images.len(),
+            "kernel_ms": r.kernel_ms, "bytes_per_launch": r.bytes_per_launch,
+            "kernel_gbps": r.kernel_gbps, "copy_gbps": r.copy_gbps,
+            "fraction_of_copy": ratio, "images_per_s": r.images_per_s,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{} ({}): batch {} x {}x{} f16 NCHW from {} distinct images\n  \
+             kernel {:.3} ms/launch, {:.0} img/s, {:.1} GB/s ({} B/launch)\n  \
+             device copy {:.1} GB/s -> kernel at {:.0} % of copy bandwidth",
+            r.device,
+            r.arch,
+            r.batch,
+            args.size,
+            args.size,
+            images.len(),
+            r.kernel_ms,
+            r.images_per_s,
+            r.kernel_gbps,
+            r.bytes_per_launch,
+            r.copy_gbps,
+            ratio * 100.0
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! The fused kernel's achieved bandwidth against the device's copy
+//! bandwidth (issue 4): decoded ImageNet-size images already on the device,
+//! one launch per batch, timed with CUDA events.
+
+use cudarc::driver::sys::CUevent_flags;
+use half::f16;
+
+use super::desc::{GfLaunch, GfTile};
+use super::launch::AugmentKernels;
+use crate::augment::Normalize;
+use crate::augment::params::{Transform, sample_params};
+use crate::decode::Image;
+use crate::error::{Error, Result};
+
+/// Index of `gf_augment_f16_nchw` in `AUGMENT_KERNELS`.
+const F16_NCHW: usize = 2;
+
+/// What [`kernel_bandwidth`] measured.
+#[derive(Debug, Clone)]
+pub struct KernelBench {
+    /// Device name.
+    pub device: String,
+    /// `sm_XY` the kernel was compiled for.
+    pub arch: String,
+    /// Images per launch.
+    pub batch: usize,
+    /// Mean time of one launch in milliseconds.
+    pub kernel_ms: f64,
+    /// Bytes the kernel reads (each tile's source crop window) and writes
+    /// (the f16 output) per launch.
+    pub bytes_per_launch: u64,
+    /// `bytes_per_launch / kernel time`, GB/s.
+    pub kernel_gbps: f64,
+    /// Device-to-device copy bandwidth (read + write bytes per second) of a
+    /// 256 MiB buffer, GB/s: the reference the kernel is measured against.
+    pub copy_gbps: f64,
+    /// Images per second through the kernel alone.
+    pub images_per_s: f64,
+}
+
+/// Run RandomResizedCrop + flip + normalize to `size`×`size` f16 NCHW over
+/// `batch` images drawn from `images` (cycled), `iters` timed launches after
+/// a warm-up, on CUDA device `index`.
+pub fn kernel_bandwidth(
+    index: usize,
+    images: &[Image],
+    batch: usize,
+    size: usize,
+    iters: usize,
+) -> Result<KernelBench> {
+    if images.is_empty() || batch == 0 || iters == 0 {
+        return Err(Error::Config(
+            "kernel_bandwidth needs images, batch and iters".into(),
+        ));
+    }
+    let k = AugmentKernels::new(index)?;
+    let dev = super::devices()?.swap_remove(index);
+    let drv = |what: &str, e: cudarc::driver::DriverError| Error::Device(format!("{what}: {e:?}"));
+    let srcs = images
+        .iter()
+        .map(|img| k.upload(&img.data))
+        .collect::<Result<Vec<_>>>()?;
+    let n = 3 * size * size;
+    let mut tiles = Vec::with_capacity(batch);
+    let mut read = 0u64;
+    for i in 0..batch {
+        let img = &images[i % images.len()];
+        let p = sample_params(
+            Transform::RANDOM_RESIZED_CROP,
+            0.5,
+            0.0,
+            0,
+            0,
+            i as u64,
+            0,
+            (img.width, img.height),
+            (size as u32, size as u32),
+        );
+        read += p.x.len as u64 * p.y.len as u64 * 3;
+        let src = k.address(&srcs[i % images.len()]);
+        tiles.push(GfTile::new(
+            src,
+            img.width * 3,
+            img.height,
+            &p,
+            (size, size),
+            (i * n) as u64,
+        ));
+    }
+    let d_tiles = k.upload(&tiles)?;
+    let mut out = k.zeros::<f16>(batch * n)?;
+    let fma = Normalize::IMAGENET.fold();
+    let launch = GfLaunch {
+        out_w: size as u32,
+        out_h: size as u32,
+        antialias: 0,
+        n_tiles: batch as u32,
+        scale: fma.scale,
+        shift: fma.shift,
+    };
+    let which = F16_NCHW;
+    let run = |out: &mut cudarc::driver::CudaSlice<f16>| {
+        // SAFETY: every tile's src is an uploaded image of pitch * height
+        // bytes alive in `srcs` for this whole function; dst offsets stay
+        // inside `out` (batch * n f16 elements); kernel 2 writes f16.
+        unsafe { k.launch(which, &d_tiles, launch, out) }
+    };
+    run(&mut out)?;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    for _ in 0..iters {
+        run(&mut out)?;
+    }
+    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    end.synchronize().map_err(|e| drv("sync", e))?;
+    let kernel_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64;
+    let written = (batch * n * 2) as u64;
+    let bytes_per_launch = read + written;
+
+    // Copy bandwidth: device-to-device copies of 256 MiB, read + write.
+    let copy_bytes = 256usize << 20;
+    let a = k.zeros::<u8>(copy_bytes)?;
+    let mut b = k.zeros::<u8>(copy_bytes)?;
+    k.stream
+        .memcpy_dtod(&a, &mut b)
+        .map_err(|e| drv("copy", e))?;
+    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    let copies = 10;
+    for _ in 0..copies {
+        k.stream
+            .memcpy_dtod(&a, &mut b)
+            .map_err(|e| drv("copy", e))?;
+    }
+    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    end.synchronize().map_err(|e| drv("sync", e))?;
+    let copy_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / copies as f64;
+    drop(srcs);
+    Ok(KernelBench {
+        device: dev.name,
+        arch: k.arch.clone(),
+        batch,
+        kernel_ms,
+        bytes_per_launch,
+        kernel_gbps: bytes_per_launch as f64 / (kernel_ms * 1e6),
+        copy_gbps: (2 * copy_bytes) as f64 / (copy_ms * 1e6),
+        images_per_s: batch as f64 / (kernel_ms / 1e3),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn f16_nchw_index() {
+        assert_eq!(
+            super::super::AUGMENT_KERNELS[super::F16_NCHW],
+            "gf_augment_f16_nchw"
+        );
+    }
+}
