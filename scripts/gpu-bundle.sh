@@ -23,7 +23,7 @@ cp target/release/gpufeed "$out/bin/"
 
 # Test executables that hold GPU or NVRTC tests (the others are CPU-only and
 # run in CI), found from cargo's JSON messages.
-cargo test --release --locked --no-run --lib --test kernels --message-format=json 2>/dev/null |
+cargo test --release --locked --no-run --lib --test kernels --test nvjpeg --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys, shutil, os
 out = sys.argv[1]
@@ -60,6 +60,7 @@ run() { # name, command...
 nvidia-smi -L > "$logs/nvidia-smi.txt" 2>&1 || true
 run unit-cuda "$here/bin/unit-gpufeed" cuda:: --test-threads=1
 run kernels "$here/bin/test-kernels" --test-threads=1
+GPUFEED_REQUIRE_NVJPEG=1 run nvjpeg "$here/bin/test-nvjpeg" --test-threads=1
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \

@@ -4,6 +4,7 @@
 //! nvJPEG refuses) and the decoder of the CPU backend.
 
 mod cpu;
+pub mod nvjpeg;
 mod orient;
 #[cfg(feature = "turbojpeg")]
 mod turbo;

@@ -1,0 +1,211 @@
+//! nvJPEG, loaded at run time: generated bindings (`sys.rs`, dynamic
+//! loading, every symbol optional) → checked calls returning
+//! [`NvJpegStatus`] → RAII handles.
+//!
+//! Status (issue 5): the library loads (`libnvjpeg.so.13`, `.so.12`, `.so`),
+//! reports its version and creates/destroys a handle; the decode routes are
+//! not written yet.
+#![allow(unsafe_code)]
+
+#[allow(clippy::all)]
+mod sys;
+
+use std::ffi::c_int;
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Result};
+
+/// Library names tried in order: nvJPEG 13 (CUDA 13), 12, then unversioned.
+const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
+
+/// An nvJPEG status code other than success, with its meaning (nvJPEG
+/// documentation, "nvJPEG API Return Codes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{name} ({code}): {meaning}")]
+pub struct NvJpegStatus {
+    /// The raw `nvjpegStatus_t`.
+    pub code: u32,
+    /// The constant's name.
+    pub name: &'static str,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+impl NvJpegStatus {
+    fn check(status: sys::nvjpegStatus_t) -> std::result::Result<(), NvJpegStatus> {
+        let (name, meaning) = match status.0 {
+            0 => return Ok(()),
+            1 => (
+                "NVJPEG_STATUS_NOT_INITIALIZED",
+                "the library handle was not initialized",
+            ),
+            2 => (
+                "NVJPEG_STATUS_INVALID_PARAMETER",
+                "wrong parameter passed to an nvJPEG call",
+            ),
+            3 => ("NVJPEG_STATUS_BAD_JPEG", "cannot parse the JPEG stream"),
+            4 => (
+                "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
+                "JPEG stream not supported by nvJPEG",
+            ),
+            5 => (
+                "NVJPEG_STATUS_ALLOCATOR_FAILURE",
+                "a memory allocator failed",
+            ),
+            6 => (
+                "NVJPEG_STATUS_EXECUTION_FAILED",
+                "GPU kernel execution failed",
+            ),
+            7 => (
+                "NVJPEG_STATUS_ARCH_MISMATCH",
+                "the device capabilities are not enough",
+            ),
+            8 => ("NVJPEG_STATUS_INTERNAL_ERROR", "internal error in nvJPEG"),
+            9 => (
+                "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
+                "no implementation for this",
+            ),
+            10 => (
+                "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
+                "the bitstream is incomplete",
+            ),
+            _ => ("NVJPEG_STATUS_UNKNOWN", "a status this build does not know"),
+        };
+        Err(NvJpegStatus {
+            code: status.0,
+            name,
+            meaning,
+        })
+    }
+}
+
+/// The loaded nvJPEG library.
+pub struct Library {
+    lib: sys::NvjpegLib,
+    /// The file name that loaded.
+    pub name: &'static str,
+}
+
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Library")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Call a symbol that may be missing from this nvJPEG version: a missing
+/// symbol or a failing status becomes an [`Error::Device`] naming the call.
+macro_rules! nvcall {
+    ($lib:expr, $f:ident ( $($arg:expr),* )) => {{
+        match $lib.lib.$f.as_ref() {
+            Err(_) => Err(Error::Device(format!(
+                "{}: symbol missing from {}", stringify!($f), $lib.name
+            ))),
+            Ok(f) => {
+                // SAFETY: the function pointer was resolved from the loaded
+                // library with the signature bindgen generated from
+                // nvjpeg.h; argument validity is argued at each call site.
+                let status = unsafe { f($($arg),*) };
+                NvJpegStatus::check(status).map_err(|s| {
+                    Error::Device(format!("{}: {s}", stringify!($f)))
+                })
+            }
+        }
+    }};
+}
+
+/// Load nvJPEG once per process; an error (never a panic) when it is absent.
+pub fn library() -> Result<Arc<Library>> {
+    static LIB: OnceLock<std::result::Result<Arc<Library>, String>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let mut tried = Vec::new();
+        for name in LIBRARY_NAMES {
+            // SAFETY: loading nvJPEG runs its ELF initialisers, which only
+            // set up internal state (it links no CUDA driver at load time);
+            // all symbols are resolved lazily as Result fields.
+            match unsafe { sys::NvjpegLib::new(name) } {
+                Ok(lib) => return Ok(Arc::new(Library { lib, name })),
+                Err(e) => tried.push(format!("{name}: {e}")),
+            }
+        }
+        Err(format!("nvJPEG not found ({})", tried.join("; ")))
+    })
+    .clone()
+    .map_err(Error::Device)
+}
+
+/// nvJPEG's `(major, minor, patch)` version.
+pub fn version() -> Result<(i32, i32, i32)> {
+    let lib = library()?;
+    let mut v = [0 as c_int; 3];
+    for (i, slot) in v.iter_mut().enumerate() {
+        let prop = sys::libraryPropertyType_t(i as u32);
+        let out: *mut c_int = slot;
+        // `out` points at a live c_int for the duration of the call.
+        nvcall!(lib, nvjpegGetProperty(prop, out))?;
+    }
+    Ok((v[0], v[1], v[2]))
+}
+
+/// An nvJPEG library handle (`nvjpegCreateSimple`), destroyed on drop.
+pub struct Handle {
+    raw: sys::nvjpegHandle_t,
+    lib: Arc<Library>,
+}
+
+// SAFETY: nvJPEG documents handles as thread safe ("nvjpegHandle_t ... can
+// be used by multiple threads"; per-thread state lives in nvjpegJpegState_t,
+// which this type does not hold).
+unsafe impl Send for Handle {}
+// SAFETY: as above.
+unsafe impl Sync for Handle {}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("library", &self.lib.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// Create a handle with the default backend and allocators. Without a
+    /// usable GPU this returns nvJPEG's error status, typed.
+    pub fn new() -> Result<Handle> {
+        let lib = library()?;
+        let mut raw: sys::nvjpegHandle_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegHandle_t = &mut raw;
+        // `out` points at a live handle slot for the duration of the call.
+        nvcall!(lib, nvjpegCreateSimple(out))?;
+        if raw.is_null() {
+            return Err(Error::Device(
+                "nvjpegCreateSimple returned a null handle".into(),
+            ));
+        }
+        Ok(Handle { raw, lib })
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // A failing destroy leaks the handle; Drop must not panic.
+        // `raw` came from nvjpegCreateSimple and is destroyed only here.
+        let raw = self.raw;
+        let _ = nvcall!(self.lib, nvjpegDestroy(raw));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_have_names() {
+        assert!(NvJpegStatus::check(sys::nvjpegStatus_t(0)).is_ok());
+        let e = NvJpegStatus::check(sys::nvjpegStatus_t(3)).unwrap_err();
+        assert_eq!(e.name, "NVJPEG_STATUS_BAD_JPEG");
+        let unknown = NvJpegStatus::check(sys::nvjpegStatus_t(99)).unwrap_err();
+        assert_eq!((unknown.code, unknown.name), (99, "NVJPEG_STATUS_UNKNOWN"));
+    }
+}
