@@ -7,6 +7,17 @@ use std::path::PathBuf;
 
 use gpufeed::{DType, Device, Layout, Pipeline, Sample, Source, Transform, View};
 
+/// The image bytes of the first batch of `epoch`.
+fn first_batch_bytes(p: &mut Pipeline, epoch: u64) -> Vec<u8> {
+    p.epoch(epoch)
+        .next()
+        .unwrap()
+        .unwrap()
+        .images()
+        .as_bytes()
+        .to_vec()
+}
+
 fn sample_source() -> Source {
     Source::image_folder(common::sample_dir()).unwrap()
 }
@@ -51,35 +62,18 @@ fn multi_view_batches_hold_one_tensor_per_spec() {
 
 #[test]
 fn center_crop_is_deterministic_and_epoch_independent() {
-    let build = || {
-        Pipeline::builder()
-            .source(sample_source())
-            .device(Device::Cpu)
-            .batch_size(28)
-            .shuffle(false)
-            .transform(Transform::CenterCrop { resize: 73 })
-            .output_size(64, 64)
-            .flip_h(0.0)
-            .build()
-            .unwrap()
-    };
-    let mut p = build();
-    let e0 = p
-        .epoch(0)
-        .next()
-        .unwrap()
-        .unwrap()
-        .images()
-        .as_bytes()
-        .to_vec();
-    let e5 = p
-        .epoch(5)
-        .next()
-        .unwrap()
-        .unwrap()
-        .images()
-        .as_bytes()
-        .to_vec();
+    let mut p = Pipeline::builder()
+        .source(sample_source())
+        .device(Device::Cpu)
+        .batch_size(28)
+        .shuffle(false)
+        .transform(Transform::CenterCrop { resize: 73 })
+        .output_size(64, 64)
+        .flip_h(0.0)
+        .build()
+        .unwrap();
+    let e0 = first_batch_bytes(&mut p, 0);
+    let e5 = first_batch_bytes(&mut p, 5);
     assert!(e0 == e5, "eval output changed between epochs");
     // A training transform does change between epochs.
     let mut t = Pipeline::builder()
@@ -90,22 +84,8 @@ fn center_crop_is_deterministic_and_epoch_independent() {
         .output_size(64, 64)
         .build()
         .unwrap();
-    let a = t
-        .epoch(0)
-        .next()
-        .unwrap()
-        .unwrap()
-        .images()
-        .as_bytes()
-        .to_vec();
-    let b = t
-        .epoch(1)
-        .next()
-        .unwrap()
-        .unwrap()
-        .images()
-        .as_bytes()
-        .to_vec();
+    let a = first_batch_bytes(&mut t, 0);
+    let b = first_batch_bytes(&mut t, 1);
     assert!(a != b);
 }
 
@@ -140,14 +120,7 @@ fn orientation_is_applied_before_cropping() {
             .apply_exif_orientation(orient)
             .build()
             .unwrap();
-        p.epoch(0)
-            .next()
-            .unwrap()
-            .unwrap()
-            .images()
-            .as_u8()
-            .unwrap()
-            .to_vec()
+        first_batch_bytes(&mut p, 0) // u8: the bytes are the values
     };
     let mean_diff = |img: &[u8], i: usize| {
         let n = 80 * 60 * 3;
@@ -189,13 +162,7 @@ fn antialias_changes_shrunk_output_only() {
             .antialias(aa)
             .build()
             .unwrap();
-        p.epoch(0)
-            .next()
-            .unwrap()
-            .unwrap()
-            .images()
-            .as_bytes()
-            .to_vec()
+        first_batch_bytes(&mut p, 0)
     };
     // Shrinking 500 px photos to 32: the filters differ.
     assert!(run(true, 32) != run(false, 32));
