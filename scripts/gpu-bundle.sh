@@ -23,7 +23,7 @@ cp target/release/gpufeed "$out/bin/"
 
 # Test executables that hold GPU or NVRTC tests (the others are CPU-only and
 # run in CI), found from cargo's JSON messages.
-cargo test --release --locked --no-run --lib --test kernels --test nvjpeg --message-format=json 2>/dev/null |
+cargo test --release --locked --no-run --lib --test kernels --test nvjpeg --test device_stage --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys, shutil, os
 out = sys.argv[1]
@@ -61,10 +61,15 @@ nvidia-smi -L > "$logs/nvidia-smi.txt" 2>&1 || true
 run unit-cuda "$here/bin/unit-gpufeed" cuda:: --test-threads=1
 run kernels "$here/bin/test-kernels" --test-threads=1
 GPUFEED_REQUIRE_NVJPEG=1 run nvjpeg "$here/bin/test-nvjpeg" --test-threads=1
+# The pipeline's device stage against the CPU backend (needs data/sample
+# under the current directory: run from a checkout of the repository).
+run device-stage "$here/bin/test-device_stage" gpu_ --test-threads=1
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
       "$here/bin/unit-gpufeed" cuda::kernel_tests::gpu --test-threads=1
+    run "sanitizer-$tool-stage" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$here/bin/test-device_stage" gpu_rrc_f32 gpu_small_staging --test-threads=1
   done
 else
   echo "compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"

@@ -4,12 +4,20 @@
 //!
 //! ```text
 //! Source ─► Sampler ─► readers ─► header parse ─► decode ─► augment ─► Batch
-//! (files)   (epoch     (threads,  (dims, EXIF,    (CPU now; (crop,     (images,
-//!            order,     bytes      pixel limit)    nvJPEG    resize,    labels,
-//!            shards)    only)                      later)    flip,      keys)
-//!                                                            normalize,
-//!                                                            cast)
+//! (files)   (epoch     (threads,  (dims, EXIF,    (CPU      (crop,     (images,
+//!            order,     bytes      pixel limit)    threads;  resize,    labels,
+//!            shards)    only)                      nvJPEG    flip,      keys)
+//!                                                  next)     normalize,
+//!                                                            cast: CUDA
+//!                                                            kernel or CPU)
 //! ```
+//!
+//! On the CUDA backend ([`Device::Cuda`], or [`Device::Auto`] with a usable
+//! GPU) the crops of each decoded image are staged in pinned memory and one
+//! kernel launch per view spec produces the batch in device memory: the
+//! trainer gets a zero-copy view ([`Tensor::cuda_f16`] and friends, or
+//! [`Tensor::device_ptr`]) and an event to wait on ([`Batch::event`]).
+//! Dropping the [`Batch`] gives its buffers back to the pipeline.
 //!
 //! A [`Source`] lists `(file, label)` pairs; a [`Pipeline`] built from it runs
 //! reader and decode threads and yields [`Batch`]es per epoch. Every random
@@ -65,6 +73,8 @@ mod source;
 
 pub use augment::{DType, Layout, Normalize, Transform, View};
 pub use error::{Error, ErrorKind, Result, SampleError};
-pub use pipeline::{Batch, Device, Epoch, OnError, Pipeline, PipelineBuilder, Stats, Tensor};
+pub use pipeline::{
+    Batch, Device, Epoch, Memory, OnError, Pipeline, PipelineBuilder, Stats, Tensor,
+};
 pub use sampler::{Sampler, ShardMode};
 pub use source::{Sample, Source};

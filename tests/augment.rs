@@ -15,6 +15,7 @@ fn first_batch_bytes(p: &mut Pipeline, epoch: u64) -> Vec<u8> {
         .unwrap()
         .images()
         .as_bytes()
+        .unwrap()
         .to_vec()
 }
 
@@ -51,7 +52,7 @@ fn multi_view_batches_hold_one_tensor_per_spec() {
     // The draws of one sample differ from each other.
     let t = &b.views()[1];
     let per = 3 * 24 * 24 * 4;
-    let bytes = t.as_bytes();
+    let bytes = t.as_bytes().unwrap();
     for i in 0..5 {
         let draws: Vec<&[u8]> = (0..6).map(|k| &bytes[(i * 6 + k) * per..][..per]).collect();
         for k in 1..6 {

@@ -25,7 +25,7 @@ fn run_epoch(p: &mut Pipeline, epoch: u64) -> Vec<(Vec<PathBuf>, Vec<u32>, Vec<u
             (
                 b.keys().to_vec(),
                 b.labels().to_vec(),
-                b.images().as_bytes().to_vec(),
+                b.images().as_bytes().unwrap().to_vec(),
             )
         })
         .collect()
@@ -156,7 +156,7 @@ fn shapes_dtypes_and_layouts() {
             Layout::Nhwc => [5, 32, 48, 3],
         };
         assert_eq!(t.shape(), want);
-        assert_eq!(t.as_bytes().len(), 5 * 3 * 32 * 48 * dtype.size());
+        assert_eq!(t.as_bytes().unwrap().len(), 5 * 3 * 32 * 48 * dtype.size());
         // Normalized values are centred near 0; raw u8 near the middle.
         let mean: f32 = (0..3).map(|c| t.get(2, c, 16, 24)).sum::<f32>() / 3.0;
         if dtype == DType::U8 {
@@ -211,7 +211,7 @@ fn resume_gives_the_remaining_batches() {
             (
                 b.keys().to_vec(),
                 b.labels().to_vec(),
-                b.images().as_bytes().to_vec(),
+                b.images().as_bytes().unwrap().to_vec(),
             )
         })
         .collect();
@@ -278,46 +278,9 @@ fn drop_last_drops_the_partial_batch() {
     assert_eq!(sizes, [8, 8, 8]);
 }
 
-/// A copy of the sample set with bad files mixed into its classes.
-fn corrupt_dataset() -> (tempfile::TempDir, Vec<PathBuf>, Vec<PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut good = Vec::new();
-    for s in Source::image_folder(common::sample_dir())
-        .unwrap()
-        .samples()
-    {
-        let rel = s.path.strip_prefix(common::sample_dir()).unwrap();
-        let dst = dir.path().join(rel);
-        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        std::fs::copy(&s.path, &dst).unwrap();
-        good.push(dst);
-    }
-    let a_jpeg = std::fs::read(&good[0]).unwrap();
-    let mut bomb = vec![0xFF, 0xD8, 0xFF, 0xC0, 0, 17, 8, 0xFF, 0xFF, 0xFF, 0xFF, 3];
-    bomb.extend_from_slice(&[1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1, 0xFF, 0xDA, 0, 2]);
-    let bad: Vec<(&str, Vec<u8>)> = vec![
-        ("cat/empty.jpg", vec![]),
-        ("dog/text.jpg", b"this is not an image".to_vec()),
-        ("food/header-only.jpg", a_jpeg[..300].to_vec()),
-        ("food/bomb.jpg", bomb),
-        ("vehicle/png.jpg", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec()),
-    ];
-    let mut bad_paths = Vec::new();
-    for (rel, bytes) in bad {
-        let p = dir.path().join(rel);
-        std::fs::write(&p, bytes).unwrap();
-        bad_paths.push(p);
-    }
-    // A dangling symlink: listed, then unreadable.
-    let link = dir.path().join("dog/dangling.jpg");
-    std::os::unix::fs::symlink(dir.path().join("missing.jpg"), &link).unwrap();
-    bad_paths.push(link);
-    (dir, good, bad_paths)
-}
-
 #[test]
 fn skip_delivers_every_good_sample_once_and_names_the_bad() {
-    let (dir, good, bad) = corrupt_dataset();
+    let (dir, good, bad) = common::corrupt_dataset();
     let source = Source::image_folder(dir.path()).unwrap();
     assert_eq!(source.len(), good.len() + bad.len());
     for batch_size in [1, 4, 7, 64] {
@@ -359,7 +322,7 @@ fn skip_delivers_every_good_sample_once_and_names_the_bad() {
 
 #[test]
 fn fail_stops_the_epoch_naming_the_file() {
-    let (dir, _, bad) = corrupt_dataset();
+    let (dir, _, bad) = common::corrupt_dataset();
     let mut p = builder(Source::image_folder(dir.path()).unwrap())
         .batch_size(4)
         .shuffle(false)
@@ -439,7 +402,7 @@ fn held_batches_keep_their_data() {
     let held: Vec<_> = p.epoch(0).map(|b| b.unwrap()).collect();
     let again = run_epoch(&mut p, 0);
     for (h, a) in held.iter().zip(&again) {
-        assert_eq!(h.images().as_bytes(), &a.2[..]);
+        assert_eq!(h.images().as_bytes().unwrap(), &a.2[..]);
         assert_eq!(h.keys(), &a.0[..]);
     }
     assert!(held.iter().all(|b| b.epoch() == 0));

@@ -1,6 +1,5 @@
 //! `#[repr(C)]` mirrors of `kernels/augment.cuh`. Sizes and offsets are
 //! asserted here at compile time and by `static_assert` in the header.
-#![allow(dead_code)] // Filled by the launch path (issue 4, next step).
 
 use std::mem::{offset_of, size_of};
 
@@ -41,6 +40,13 @@ pub(crate) struct GfLaunch {
     pub(crate) scale: [f32; 3],
     pub(crate) shift: [f32; 3],
 }
+
+// SAFETY: GfTile is #[repr(C)], Copy, built only from u64/u32/i32/f32
+// fields, has no padding (its size equals the sum of its fields, asserted
+// below), and every bit pattern is a valid value; all-zero is valid.
+unsafe impl bytemuck::Zeroable for GfTile {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for GfTile {}
 
 const _: () = assert!(size_of::<GfAxis>() == 24);
 const _: () = assert!(size_of::<GfTile>() == 72);

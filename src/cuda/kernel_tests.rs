@@ -23,21 +23,10 @@ use crate::augment::params::{SampleParams, Transform, sample_params};
 use crate::augment::{Fma, Layout, Normalize};
 use crate::decode::Image;
 
-#[cfg(feature = "kernel-emu")]
-unsafe extern "C" {
-    fn gf_emu_augment(
-        which: i32,
-        tiles: *const GfTile,
-        p: GfLaunch,
-        out: *mut std::ffi::c_void,
-    ) -> i32;
-    fn gf_emu_f16(v: f32) -> u16;
-}
-
 /// An output element type: its kernel index base in `AUGMENT_KERNELS` and
 /// the GPU tolerance.
 trait EmuElement:
-    Element + Default + PartialEq + std::fmt::Debug + DeviceRepr + ValidAsZeroBits
+    Element + Default + PartialEq + std::fmt::Debug + DeviceRepr + ValidAsZeroBits + bytemuck::Pod
 {
     const BASE: i32;
     /// Whether `got` is within the device tolerance of `want`.
@@ -112,15 +101,14 @@ impl Runner for Emu {
         // call, with `pitch * height` bytes; `dst` offsets and the launch
         // size stay inside `got`, which holds n * tiles elements of the
         // kernel's element type; the emulation runs synchronously here.
-        let rc = unsafe {
-            gf_emu_augment(
-                which,
-                tiles.as_ptr(),
+        unsafe {
+            super::emu::augment(
+                which as usize,
+                &tiles,
                 launch,
-                got.as_mut_ptr() as *mut std::ffi::c_void,
+                bytemuck::cast_slice_mut(&mut got),
             )
         };
-        assert_eq!(rc, 0);
         got
     }
 
@@ -420,8 +408,7 @@ fn half_conversion_matches_the_half_crate() {
                 if v.is_nan() {
                     continue;
                 }
-                // SAFETY: a pure function of its argument.
-                let got = unsafe { gf_emu_f16(v) };
+                let got = super::emu::f32_to_f16_bits(v);
                 assert_eq!(got, f16::from_f32(v).to_bits(), "{v:e} ({bits:#010x})");
                 checked += 1;
             }

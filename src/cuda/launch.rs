@@ -1,8 +1,7 @@
 //! Loading the augment kernels on a device and launching them.
 //!
-//! This is the piece the CUDA pipeline stage will drive once per batch; the
-//! GPU tests use it directly to compare the device with the CPU reference.
-#![allow(dead_code)] // The pipeline stage (issue 4, next step) is its user.
+//! The pipeline's device stage (stage.rs) drives it once per batch; the GPU
+//! tests use it directly to compare the device with the CPU reference.
 
 use std::sync::Arc;
 
@@ -86,6 +85,29 @@ impl AugmentKernels {
         launch: GfLaunch,
         out: &mut CudaSlice<T>,
     ) -> Result<()> {
+        let (ptr, _record) = tiles.device_ptr(&self.stream);
+        // SAFETY: `tiles` holds the descriptors on the device and is
+        // borrowed for the enqueue; the rest is the caller's contract.
+        unsafe { self.launch_at(which, ptr, launch, out) }
+    }
+
+    /// Like [`launch`](Self::launch), with the tile list given by its
+    /// device address (inside the pipeline's staging buffer).
+    ///
+    /// # Safety
+    ///
+    /// As for `launch`; `tiles` must address `launch.n_tiles` descriptors in
+    /// device memory that stay unwritten until the launch completes.
+    pub(crate) unsafe fn launch_at<T: DeviceRepr>(
+        &self,
+        which: usize,
+        tiles: u64,
+        launch: GfLaunch,
+        out: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        if launch.n_tiles == 0 {
+            return Ok(());
+        }
         let plane = launch.out_w * launch.out_h;
         let cfg = LaunchConfig {
             grid_dim: (plane.div_ceil(BLOCK), launch.n_tiles, 1),
@@ -93,12 +115,12 @@ impl AugmentKernels {
             shared_mem_bytes: 0,
         };
         let mut b = self.stream.launch_builder(&self.funcs[which]);
-        b.arg(tiles);
+        b.arg(&tiles);
         b.arg(&launch);
         b.arg(out);
-        // SAFETY: the kernel signature is (const GfTile*, GfLaunch, T*),
-        // matched by the three arguments above; memory validity is the
-        // caller's contract (see # Safety).
+        // SAFETY: the kernel signature is (const GfTile*, GfLaunch, T*); a
+        // u64 device address has the size and passing convention of the
+        // pointer parameter. Memory validity is the caller's contract.
         unsafe { b.launch(cfg) }
             .map(|_| ())
             .map_err(|e| Error::Device(format!("launch {}: {e:?}", AUGMENT_KERNELS[which])))
@@ -119,6 +141,7 @@ impl AugmentKernels {
     }
 
     /// Download (waits for the stream).
+    #[cfg(test)]
     pub(crate) fn download<T: DeviceRepr + Default + Clone>(
         &self,
         data: &CudaSlice<T>,

@@ -5,16 +5,19 @@
 //! cudarc loads `libcuda`/`libnvrtc` lazily and panics when they are missing,
 //! so every entry point checks `is_culib_present()` first.
 //!
-//! Status (issue 4): kernels compile (NVRTC, CUBIN per architecture, disk
-//! cache) and descriptors are mirrored; launching them from the pipeline is
-//! not wired yet, so the pipeline still runs on the CPU.
+//! The pipeline drives the kernels through [`stage`]: decoded pixels are
+//! packed into pinned staging, copied once per batch, and augmented by one
+//! launch per view spec into device buffers that the trainer receives.
 #![allow(unsafe_code)]
 
 #[doc(hidden)]
 pub mod bench;
 pub(crate) mod desc;
+#[cfg(feature = "kernel-emu")]
+pub(crate) mod emu;
 pub(crate) mod launch;
 pub mod nvrtc;
+pub(crate) mod stage;
 
 use crate::error::{Error, Result};
 

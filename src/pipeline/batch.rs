@@ -3,10 +3,13 @@
 use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
+use cudarc::driver::{CudaEvent, CudaView};
 use half::{bf16, f16};
 
+use super::gpu::Slot;
 use crate::augment::{DType, Layout};
-use crate::error::Error;
+use crate::cuda::stage::OutBuf;
+use crate::error::{Error, Result};
 
 /// Typed storage of a host tensor. Kept typed (not `Vec<u8>`) so that every
 /// element view is correctly aligned without `unsafe`.
@@ -25,6 +28,15 @@ impl TensorData {
             DType::F16 => TensorData::F16(vec![f16::ZERO; len]),
             DType::BF16 => TensorData::BF16(vec![bf16::ZERO; len]),
             DType::F32 => TensorData::F32(vec![0.0; len]),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            TensorData::U8(v) => v.len(),
+            TensorData::F16(v) => v.len(),
+            TensorData::BF16(v) => v.len(),
+            TensorData::F32(v) => v.len(),
         }
     }
 
@@ -67,23 +79,76 @@ impl TensorData {
     }
 }
 
-/// A batch of images in host memory.
+/// Where a tensor's elements live.
+#[derive(Debug)]
+pub(crate) enum Storage {
+    Host(TensorData),
+    /// A device buffer with room for a full batch; the tensor's shape says
+    /// how many elements are valid.
+    Cuda(OutBuf),
+}
+
+/// A batch of images, in host memory (CPU backend) or on a CUDA device.
 #[derive(Debug)]
 pub struct Tensor {
     pub(crate) shape: [usize; 4],
     pub(crate) layout: Layout,
-    pub(crate) data: TensorData,
+    pub(crate) dtype: DType,
+    pub(crate) storage: Storage,
+}
+
+macro_rules! host_view {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $t:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> Option<&[$t]> {
+            match &self.storage {
+                Storage::Host(TensorData::$variant(v)) => Some(&v[..self.len()]),
+                _ => None,
+            }
+        }
+    };
+}
+
+macro_rules! cuda_view {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $t:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> Option<CudaView<'_, $t>> {
+            match &self.storage {
+                Storage::Cuda(OutBuf::$variant(s)) => Some(s.slice(..self.len())),
+                _ => None,
+            }
+        }
+    };
 }
 
 impl Tensor {
+    pub(crate) fn new(shape: [usize; 4], layout: Layout, dtype: DType, storage: Storage) -> Tensor {
+        Tensor {
+            shape,
+            layout,
+            dtype,
+            storage,
+        }
+    }
+
     /// `[n, c, h, w]` for NCHW, `[n, h, w, c]` for NHWC.
     pub fn shape(&self) -> [usize; 4] {
         self.shape
     }
 
+    /// Number of elements (the product of the shape).
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when the shape has a zero (never for a yielded batch).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DType {
-        self.data.dtype()
+        self.dtype
     }
 
     /// Memory layout.
@@ -91,45 +156,90 @@ impl Tensor {
         self.layout
     }
 
-    /// The raw bytes, native endian, densely packed.
-    pub fn as_bytes(&self) -> &[u8] {
-        self.data.as_bytes()
+    /// True when the elements are in CUDA device memory.
+    pub fn is_cuda(&self) -> bool {
+        matches!(self.storage, Storage::Cuda(_))
     }
 
-    /// The elements when the dtype is `u8`.
-    pub fn as_u8(&self) -> Option<&[u8]> {
-        match &self.data {
-            TensorData::U8(v) => Some(v),
-            _ => None,
+    /// The raw bytes, native endian, densely packed; `None` on a device.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match &self.storage {
+            Storage::Host(d) => Some(&d.as_bytes()[..self.len() * self.dtype.size()]),
+            Storage::Cuda(_) => None,
         }
     }
 
-    /// The elements when the dtype is `f16`.
-    pub fn as_f16(&self) -> Option<&[f16]> {
-        match &self.data {
-            TensorData::F16(v) => Some(v),
-            _ => None,
+    host_view!(
+        /// The host elements when the dtype is `u8`.
+        as_u8, U8, u8
+    );
+    host_view!(
+        /// The host elements when the dtype is `f16`.
+        as_f16, F16, f16
+    );
+    host_view!(
+        /// The host elements when the dtype is `bf16`.
+        as_bf16, BF16, bf16
+    );
+    host_view!(
+        /// The host elements when the dtype is `f32`.
+        as_f32, F32, f32
+    );
+    cuda_view!(
+        /// The device elements when the dtype is `u8`: a view of exactly
+        /// [`len`](Self::len) elements, no copy. cudarc orders the kernel
+        /// that wrote it before any use on another stream; raw-pointer users
+        /// wait on [`Batch::event`] instead.
+        cuda_u8, U8, u8
+    );
+    cuda_view!(
+        /// The device elements when the dtype is `f16` (see
+        /// [`cuda_u8`](Self::cuda_u8)).
+        cuda_f16, F16, f16
+    );
+    cuda_view!(
+        /// The device elements when the dtype is `bf16` (see
+        /// [`cuda_u8`](Self::cuda_u8)).
+        cuda_bf16, BF16, bf16
+    );
+    cuda_view!(
+        /// The device elements when the dtype is `f32` (see
+        /// [`cuda_u8`](Self::cuda_u8)).
+        cuda_f32, F32, f32
+    );
+
+    /// The raw device address (`CUdeviceptr`) of element 0, for trainers
+    /// that take pointers (tch's `from_blob`, DLPack); `None` on the host.
+    /// Wait on [`Batch::event`] before reading through it.
+    pub fn device_ptr(&self) -> Option<u64> {
+        match &self.storage {
+            Storage::Cuda(b) => Some(b.address()),
+            Storage::Host(_) => None,
         }
     }
 
-    /// The elements when the dtype is `bf16`.
-    pub fn as_bf16(&self) -> Option<&[bf16]> {
-        match &self.data {
-            TensorData::BF16(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// The elements when the dtype is `f32`.
-    pub fn as_f32(&self) -> Option<&[f32]> {
-        match &self.data {
-            TensorData::F32(v) => Some(v),
-            _ => None,
-        }
+    /// A host copy (downloads and waits when the tensor is on a device).
+    pub fn to_host(&self) -> Result<Tensor> {
+        let data = match &self.storage {
+            Storage::Host(d) => {
+                let mut c = TensorData::zeros(self.dtype, self.len());
+                c.as_bytes_mut()
+                    .copy_from_slice(&d.as_bytes()[..self.len() * self.dtype.size()]);
+                c
+            }
+            Storage::Cuda(b) => b.download(self.len())?,
+        };
+        Ok(Tensor::new(
+            self.shape,
+            self.layout,
+            self.dtype,
+            Storage::Host(data),
+        ))
     }
 
     /// Element `[n, c, y, x]` converted to `f32`, whatever the dtype and
-    /// layout. Panics when out of range, like slice indexing.
+    /// layout. Panics when out of range, like slice indexing, and on a
+    /// device tensor (call [`to_host`](Self::to_host) first).
     pub fn get(&self, n: usize, c: usize, y: usize, x: usize) -> f32 {
         let (h, w) = match self.layout {
             Layout::Nchw => (self.shape[2], self.shape[3]),
@@ -143,11 +253,12 @@ impl Tensor {
             Layout::Nchw => ((n * 3 + c) * h + y) * w + x,
             Layout::Nhwc => ((n * h + y) * w + x) * 3 + c,
         };
-        match &self.data {
-            TensorData::U8(v) => v[i] as f32,
-            TensorData::F16(v) => v[i].to_f32(),
-            TensorData::BF16(v) => v[i].to_f32(),
-            TensorData::F32(v) => v[i],
+        match &self.storage {
+            Storage::Host(TensorData::U8(v)) => v[i] as f32,
+            Storage::Host(TensorData::F16(v)) => v[i].to_f32(),
+            Storage::Host(TensorData::BF16(v)) => v[i].to_f32(),
+            Storage::Host(TensorData::F32(v)) => v[i],
+            Storage::Cuda(_) => panic!("Tensor::get on a device tensor: call to_host() first"),
         }
     }
 }
@@ -166,6 +277,9 @@ pub struct Batch {
     pub(crate) resume_position: usize,
     pub(crate) skipped: Vec<Error>,
     pub(crate) recycle: Option<Sender<Vec<TensorData>>>,
+    /// The device slot holding this batch (device stage), and where it goes
+    /// back on drop.
+    pub(crate) slot: Option<(Slot, Sender<Slot>)>,
 }
 
 impl Batch {
@@ -183,6 +297,20 @@ impl Batch {
     /// Class labels, one per image.
     pub fn labels(&self) -> &[u32] {
         &self.labels
+    }
+
+    /// The labels on the device (CUDA backend), uploaded with the images.
+    pub fn labels_cuda(&self) -> Option<CudaView<'_, u32>> {
+        let (slot, _) = self.slot.as_ref()?;
+        Some(slot.labels()?.slice(..self.labels.len()))
+    }
+
+    /// The event recorded after the kernels and copies that produced this
+    /// batch (CUDA backend): make the training stream wait on it
+    /// (`stream.wait(event)`) before using [`Tensor::device_ptr`]. Users of
+    /// the `cuda_*` views are ordered by cudarc without it.
+    pub fn event(&self) -> Option<&CudaEvent> {
+        self.slot.as_ref()?.0.event()
     }
 
     /// The file of each image.
@@ -227,11 +355,23 @@ impl Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        if let Some((mut slot, home)) = self.slot.take() {
+            slot.outs = std::mem::take(&mut self.views)
+                .into_iter()
+                .map(|t| t.storage)
+                .collect();
+            // A pipeline already gone frees the slot here instead.
+            let _ = home.try_send(slot);
+            return;
+        }
         if let Some(tx) = self.recycle.take() {
             // A full pool or a pipeline already gone just frees the buffers.
             let data = std::mem::take(&mut self.views)
                 .into_iter()
-                .map(|t| t.data)
+                .filter_map(|t| match t.storage {
+                    Storage::Host(d) => Some(d),
+                    Storage::Cuda(_) => None,
+                })
                 .collect();
             let _ = tx.try_send(data);
         }

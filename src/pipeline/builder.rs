@@ -3,7 +3,9 @@
 use std::sync::Once;
 
 use super::Pipeline;
-use crate::augment::{DType, Layout, Normalize, Transform, View};
+use super::gpu::Engine;
+use crate::augment::{DType, Fma, Layout, Normalize, Transform, View};
+use crate::cuda::stage::CudaEngine;
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
@@ -12,6 +14,7 @@ use crate::source::Source;
 
 /// Where batches are produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[allow(clippy::manual_non_exhaustive)] // `Emulated` is hidden, not a placeholder.
 pub enum Device {
     /// Decode and augment on CPU threads; batches in host memory.
     Cpu,
@@ -20,6 +23,12 @@ pub enum Device {
     Auto,
     /// CUDA device `i`; an error when it cannot be used.
     Cuda(usize),
+    /// The CUDA stage on an emulated device: the kernel source compiled for
+    /// the host, batches in host memory. For tests of the device stage on
+    /// machines without a GPU (feature `kernel-emu`); slow.
+    #[cfg(feature = "kernel-emu")]
+    #[doc(hidden)]
+    Emulated,
 }
 
 /// What happens to a sample that cannot be read or decoded.
@@ -48,9 +57,15 @@ pub(crate) struct Config {
     pub(crate) antialias: bool,
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
-    pub(crate) normalize: Option<Normalize>,
     pub(crate) max_pixels: u64,
     pub(crate) max_file_bytes: u64,
+    /// Normalization folded to `x * scale + shift`.
+    pub(crate) fma: Fma,
+    /// Pinned staging bytes per batch slot (device stage).
+    pub(crate) staging_bytes: usize,
+    /// Set when a device stage runs: workers hand it decoded regions of at
+    /// most this many bytes (larger ones they augment themselves).
+    pub(crate) region_limit: Option<usize>,
 }
 
 impl Config {
@@ -90,6 +105,7 @@ pub struct PipelineBuilder {
     max_file_bytes: u64,
     apply_orientation: bool,
     cpu_backend: CpuBackend,
+    staging_bytes: Option<usize>,
 }
 
 impl Default for PipelineBuilder {
@@ -121,6 +137,7 @@ impl Default for PipelineBuilder {
             max_file_bytes: 256 << 20,
             apply_orientation: true,
             cpu_backend: CpuBackend::Zune,
+            staging_bytes: None,
         }
     }
 }
@@ -179,14 +196,16 @@ impl PipelineBuilder {
         self
     }
 
-    /// CPU threads that decode and augment (CPU backend). Default: the
-    /// number of available cores.
+    /// CPU threads that decode (and, on the CPU backend, augment). Default:
+    /// the number of available cores.
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n);
         self
     }
 
-    /// Batches prepared ahead of the consumer. Default 2.
+    /// Batches prepared ahead of the consumer. Default 2. On the CUDA
+    /// backend the pipeline owns `prefetch + 1` device batch slots, and the
+    /// trainer may hold all but one of them at a time.
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n;
         self
@@ -293,6 +312,16 @@ impl PipelineBuilder {
         self
     }
 
+    /// Pinned host staging per device batch slot, for decoded pixels on
+    /// their way to the augment kernel (CUDA backend). A batch whose crops
+    /// need more is launched in several parts; one image whose crop needs
+    /// more is augmented on the CPU. Default 256 KiB × `batch_size` (the
+    /// crop of an ImageNet-size photo is ~150 KiB on average).
+    pub fn staging_bytes(mut self, bytes: usize) -> Self {
+        self.staging_bytes = Some(bytes);
+        self
+    }
+
     /// Check the settings, pick the device and start the threads.
     pub fn build(self) -> Result<Pipeline> {
         let bad = |m: String| Err(Error::Config(m));
@@ -340,32 +369,24 @@ impl PipelineBuilder {
         if self.max_pixels == 0 {
             return bad("max_pixels must be at least 1".into());
         }
-        match self.device {
-            Device::Cpu => {}
-            Device::Auto => {
-                static NOTICE: Once = Once::new();
-                NOTICE.call_once(|| match crate::cuda::devices() {
-                    Ok(d) => eprintln!(
-                        "gpufeed: found {} but the CUDA pipeline is not wired yet; using the CPU",
-                        d[0].name
-                    ),
-                    Err(e) => eprintln!("gpufeed: no usable GPU ({e}); using the CPU"),
-                });
-            }
-            Device::Cuda(i) => {
-                return Err(match crate::cuda::devices() {
-                    Err(e) => Error::Device(format!("cuda:{i}: {e}")),
-                    Ok(d) if i >= d.len() => {
-                        Error::Device(format!("cuda:{i}: only {} CUDA device(s)", d.len()))
-                    }
-                    Ok(d) => Error::Device(format!(
-                        "cuda:{i} ({}) is present, but the CUDA pipeline is not wired yet; use \
-                         Device::Cpu or Device::Auto",
-                        d[i].name
-                    )),
-                });
-            }
-        }
+        let engine = match self.device {
+            Device::Cpu => None,
+            Device::Auto => match CudaEngine::new(0) {
+                Ok(e) => Some(Engine::Cuda(e)),
+                Err(e) => {
+                    static NOTICE: Once = Once::new();
+                    NOTICE.call_once(|| eprintln!("gpufeed: no usable GPU ({e}); using the CPU"));
+                    None
+                }
+            },
+            Device::Cuda(i) => Some(Engine::Cuda(CudaEngine::new(i).map_err(|e| match e {
+                Error::Device(m) if m.starts_with("cuda:") => Error::Device(m),
+                Error::Device(m) => Error::Device(format!("cuda:{i}: {m}")),
+                other => other,
+            })?)),
+            #[cfg(feature = "kernel-emu")]
+            Device::Emulated => Some(Engine::Emu),
+        };
         let sampler = Sampler::new(
             source.len(),
             self.seed,
@@ -393,11 +414,15 @@ impl PipelineBuilder {
             antialias: self.antialias,
             dtype: self.dtype,
             layout: self.layout,
-            normalize: self.normalize,
             max_pixels: self.max_pixels,
             max_file_bytes: self.max_file_bytes,
+            fma: self.normalize.map_or(Fma::IDENTITY, |n| n.fold()),
+            staging_bytes: self
+                .staging_bytes
+                .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
+            region_limit: None,
         };
-        Pipeline::start(source, sampler, config, decoders)
+        Pipeline::start(source, sampler, config, decoders, engine)
     }
 }
 

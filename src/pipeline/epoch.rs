@@ -11,10 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Pipeline;
-use super::batch::{Batch, Tensor, TensorData};
+use super::batch::{Batch, Storage, Tensor, TensorData};
 use super::builder::OnError;
+use super::gpu::Slot;
 use super::stats::Counters;
-use super::worker::{Done, Task};
+use super::worker::{Done, Output, Task};
 use crate::augment::Layout;
 use crate::error::{Error, Result, SampleError};
 
@@ -39,8 +40,10 @@ pub struct Epoch<'a> {
 
 /// A batch being filled.
 struct Partial {
-    /// One buffer per view spec.
+    /// One buffer per view spec (CPU backend).
     data: Vec<TensorData>,
+    /// The device slot being staged (device stage).
+    slot: Option<Slot>,
     labels: Vec<u32>,
     keys: Vec<std::path::PathBuf>,
     indices: Vec<u32>,
@@ -89,26 +92,33 @@ impl<'a> Epoch<'a> {
         Ok(())
     }
 
-    fn partial(&mut self) -> &mut Partial {
-        let cfg = &self.p.shared.config;
-        let batches = &self.p.batches.1;
-        self.current.get_or_insert_with(|| {
-            let mut data = batches.try_recv().unwrap_or_default();
-            data.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
-            for (d, v) in data.iter_mut().zip(&cfg.views) {
-                if d.dtype() != cfg.dtype {
-                    *d = TensorData::zeros(cfg.dtype, 0);
+    fn partial(&mut self) -> Result<&mut Partial> {
+        if self.current.is_none() {
+            let cfg = &self.p.shared.config;
+            let (data, slot) = match &self.p.stage {
+                Some(stage) => (Vec::new(), Some(stage.acquire()?)),
+                None => {
+                    let mut data = self.p.batches.1.try_recv().unwrap_or_default();
+                    data.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
+                    for (d, v) in data.iter_mut().zip(&cfg.views) {
+                        if d.dtype() != cfg.dtype {
+                            *d = TensorData::zeros(cfg.dtype, 0);
+                        }
+                        d.set_len(cfg.batch_size * v.count * v.sample_len());
+                    }
+                    (data, None)
                 }
-                d.set_len(cfg.batch_size * v.count * v.sample_len());
-            }
-            Partial {
+            };
+            self.current = Some(Partial {
                 data,
+                slot,
                 labels: Vec::with_capacity(cfg.batch_size),
                 keys: Vec::with_capacity(cfg.batch_size),
                 indices: Vec::with_capacity(cfg.batch_size),
                 skipped: Vec::new(),
-            }
-        })
+            });
+        }
+        Ok(self.current.as_mut().expect("set above"))
     }
 
     /// Move one finished sample (in order) into the current batch. Returns an
@@ -122,17 +132,38 @@ impl<'a> Epoch<'a> {
             ))
         });
         match result {
-            Ok(data) => {
-                let part = self.partial();
-                let slot = part.labels.len();
-                for (dst, src) in part.data.iter_mut().zip(&data) {
-                    let n = src.as_bytes().len();
-                    dst.as_bytes_mut()[slot * n..(slot + 1) * n].copy_from_slice(src.as_bytes());
+            Ok(output) => {
+                self.partial()?;
+                let p = &*self.p;
+                let cfg = &p.shared.config;
+                let part = self.current.as_mut().expect("partial() made it");
+                let i = part.labels.len();
+                match (output, &p.stage, &mut part.slot) {
+                    (Output::Host(data), None, _) => {
+                        for (dst, src) in part.data.iter_mut().zip(&data) {
+                            let n = src.as_bytes().len();
+                            dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
+                        }
+                        let _ = p.pools.samples.0.try_send(data);
+                    }
+                    (Output::Host(data), Some(stage), Some(slot)) => {
+                        stage.put_host(cfg, slot, i, &data)?;
+                        Counters::add(&p.shared.counters.host_augmented, 1);
+                        let _ = p.pools.samples.0.try_send(data);
+                    }
+                    (Output::Region(r), Some(stage), Some(slot)) => {
+                        let n = stage.put_region(cfg, slot, i, &r)?;
+                        Counters::add(&p.shared.counters.launches, n as u64);
+                    }
+                    _ => {
+                        return Err(Error::Worker(
+                            "a sample's output does not match the backend".into(),
+                        ));
+                    }
                 }
                 part.labels.push(label);
                 part.keys.push(path);
                 part.indices.push(done.index);
-                let _ = self.p.pools.samples.0.try_send(data);
             }
             Err(e) => {
                 let kind = e.kind();
@@ -140,44 +171,64 @@ impl<'a> Epoch<'a> {
                 let err = e.at(path);
                 match self.p.shared.config.on_error {
                     OnError::Fail => return Err(err),
-                    OnError::Skip => self.partial().skipped.push(err),
+                    OnError::Skip => self.partial()?.skipped.push(err),
                 }
             }
         }
         Ok(())
     }
 
-    fn finish_batch(&mut self) -> Option<Batch> {
-        let part = self.current.take()?;
+    fn finish_batch(&mut self) -> Result<Option<Batch>> {
+        let Some(mut part) = self.current.take() else {
+            return Ok(None);
+        };
         let cfg = &self.p.shared.config;
         let n = part.labels.len();
         if n == 0 {
             // Only failures since the last batch and the epoch is over: the
-            // errors were counted; there is no batch to attach them to.
-            return None;
+            // errors were counted; there is no batch to attach them to. A
+            // slot taken for it goes back unused.
+            if let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage) {
+                let _ = stage.home().try_send(slot);
+            }
+            return Ok(None);
         }
-        let views = part
-            .data
-            .into_iter()
-            .zip(&cfg.views)
-            .map(|(mut data, v)| {
-                let rows = n * v.count;
-                data.set_len(rows * v.sample_len());
-                let shape = match cfg.layout {
-                    Layout::Nchw => [rows, 3, v.height, v.width],
-                    Layout::Nhwc => [rows, v.height, v.width, 3],
+        let (views, slot) = match (part.slot.take(), &self.p.stage) {
+            (Some(mut slot), Some(stage)) => {
+                let views = match stage.finish(cfg, &mut slot, &part.labels) {
+                    Ok((v, n)) => {
+                        Counters::add(&self.p.shared.counters.launches, n as u64);
+                        v
+                    }
+                    Err(e) => {
+                        let _ = stage.home().try_send(slot);
+                        return Err(e);
+                    }
                 };
-                Tensor {
-                    shape,
-                    layout: cfg.layout,
-                    data,
-                }
-            })
-            .collect();
+                (views, Some((slot, stage.home())))
+            }
+            _ => {
+                let views = part
+                    .data
+                    .into_iter()
+                    .zip(&cfg.views)
+                    .map(|(mut data, v)| {
+                        let rows = n * v.count;
+                        data.set_len(rows * v.sample_len());
+                        let shape = match cfg.layout {
+                            Layout::Nchw => [rows, 3, v.height, v.width],
+                            Layout::Nhwc => [rows, v.height, v.width, 3],
+                        };
+                        Tensor::new(shape, cfg.layout, cfg.dtype, Storage::Host(data))
+                    })
+                    .collect();
+                (views, None)
+            }
+        };
         let c = &self.p.shared.counters;
         Counters::add(&c.batches, 1);
         Counters::add(&c.samples, n as u64);
-        Some(Batch {
+        Ok(Some(Batch {
             views,
             labels: part.labels,
             keys: part.keys,
@@ -186,7 +237,8 @@ impl<'a> Epoch<'a> {
             resume_position: self.assembled,
             skipped: part.skipped,
             recycle: Some(self.p.batches.0.clone()),
-        })
+            slot,
+        }))
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
@@ -201,12 +253,12 @@ impl<'a> Epoch<'a> {
                     .as_ref()
                     .is_some_and(|p| p.labels.len() == batch_size)
                 {
-                    return Ok(self.finish_batch());
+                    return self.finish_batch();
                 }
             }
             if self.assembled == self.order.len() {
                 let full = self.p.shared.config.drop_last;
-                let batch = self.finish_batch();
+                let batch = self.finish_batch()?;
                 return Ok(if full { None } else { batch });
             }
             // Assembling freed window space: refill it before blocking, or
@@ -254,7 +306,7 @@ impl Drop for Epoch<'_> {
         while self.in_flight > 0 {
             match self.p.done.recv() {
                 Ok(done) => {
-                    if let Some(Ok(data)) = done.result {
+                    if let Some(Ok(Output::Host(data))) = done.result {
                         let _ = self.p.pools.samples.0.try_send(data);
                     }
                     self.in_flight -= 1;

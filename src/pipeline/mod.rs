@@ -4,6 +4,7 @@
 mod batch;
 mod builder;
 mod epoch;
+mod gpu;
 mod stats;
 mod worker;
 
@@ -13,13 +14,15 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
+pub(crate) use batch::TensorData;
 pub use batch::{Batch, Tensor};
 pub use builder::{Device, OnError, PipelineBuilder};
 pub use epoch::Epoch;
+pub use gpu::Memory;
 pub use stats::Stats;
 
-use self::batch::TensorData;
 use self::builder::Config;
+use self::gpu::{DeviceStage, Engine};
 use self::stats::Counters;
 use self::worker::{Done, Pools, Shared, Task};
 use crate::decode::CpuDecoder;
@@ -39,6 +42,8 @@ pub struct Pipeline {
     done: Receiver<Done>,
     pools: Pools,
     batches: (Sender<Vec<TensorData>>, Receiver<Vec<TensorData>>),
+    /// The device stage, when batches are produced on a GPU.
+    stage: Option<DeviceStage>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -60,18 +65,21 @@ impl Pipeline {
     fn start(
         source: Source,
         sampler: Sampler,
-        config: Config,
+        mut config: Config,
         decoders: Vec<CpuDecoder>,
+        engine: Option<Engine>,
     ) -> Result<Pipeline> {
         let window = config.window();
-        let fma = config
-            .normalize
-            .map_or(crate::augment::Fma::IDENTITY, |n| n.fold());
+        // Slots: the batch being assembled plus `prefetch` the trainer may
+        // hold; all device memory is allocated here, none later.
+        let stage = engine
+            .map(|e| DeviceStage::new(e, &config, config.prefetch + 1))
+            .transpose()?;
+        config.region_limit = stage.as_ref().map(DeviceStage::region_limit);
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),
             generation: AtomicU64::new(0),
-            fma,
             config,
         });
         let pools = Pools {
@@ -122,6 +130,7 @@ impl Pipeline {
             done: done_rx,
             pools,
             batches,
+            stage,
             threads,
         })
     }
@@ -162,6 +171,29 @@ impl Pipeline {
     /// The sampler deciding the order.
     pub fn sampler(&self) -> &Sampler {
         &self.sampler
+    }
+
+    /// What the pipeline's fixed pools hold: pinned host and device bytes
+    /// (zero on the CPU backend). Allocated at `build()`; it never grows.
+    pub fn memory(&self) -> Memory {
+        self.stage
+            .as_ref()
+            .map(DeviceStage::memory)
+            .unwrap_or_default()
+    }
+
+    /// Where batches are produced: `"cpu"`, or the CUDA device and the
+    /// architecture its kernels were compiled for.
+    pub fn backend(&self) -> String {
+        self.stage
+            .as_ref()
+            .map_or_else(|| "cpu".to_string(), DeviceStage::describe)
+    }
+
+    /// The CUDA context the batches live in (CUDA backend), for trainers
+    /// that create their streams or buffers with cudarc on the same device.
+    pub fn cuda_context(&self) -> Option<Arc<cudarc::driver::CudaContext>> {
+        self.stage.as_ref()?.cuda_context().cloned()
     }
 
     /// Counters since `build()`.

@@ -15,6 +15,8 @@ pub(crate) struct Counters {
     pub(crate) decode_ns: AtomicU64,
     pub(crate) augment_ns: AtomicU64,
     pub(crate) wait_ns: AtomicU64,
+    pub(crate) launches: AtomicU64,
+    pub(crate) host_augmented: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
@@ -38,6 +40,8 @@ impl Counters {
             decode: ns(&self.decode_ns),
             augment: ns(&self.augment_ns),
             wait: ns(&self.wait_ns),
+            launches: self.launches.load(Relaxed),
+            host_augmented: self.host_augmented.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
         }
     }
@@ -66,6 +70,12 @@ pub struct Stats {
     pub augment: Duration,
     /// Time the consumer waited for data.
     pub wait: Duration,
+    /// Augment kernel launches (device stage): one per view spec per batch,
+    /// more when a batch's crops overflowed the staging.
+    pub launches: u64,
+    /// Samples the device stage received already augmented on the CPU
+    /// (a crop larger than the whole staging).
+    pub host_augmented: u64,
     /// Failed samples per kind, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
 }

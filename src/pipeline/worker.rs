@@ -19,8 +19,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::batch::TensorData;
 use super::builder::Config;
+use super::gpu::Region;
 use super::stats::Counters;
-use crate::augment::Fma;
 use crate::augment::cpu::{OutSpec, Resampler};
 use crate::augment::params::sample_params;
 use crate::decode::{CpuDecoder, Image};
@@ -38,7 +38,6 @@ pub(crate) struct Shared {
     /// Bumped when an epoch is abandoned: tasks of an older generation are
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
-    pub(crate) fma: Fma,
 }
 
 impl Shared {
@@ -62,15 +61,24 @@ pub(crate) struct Read {
     bytes: Result<Vec<u8>, SampleError>,
 }
 
-/// One sample's output: per view spec, its `count` draws back to back.
+/// One sample augmented on the CPU: per view spec, its `count` draws back
+/// to back.
 pub(crate) type SampleData = Vec<TensorData>;
+
+/// What a worker produced for one sample.
+pub(crate) enum Output {
+    /// Augmented on the CPU (CPU backend, and regions too large to stage).
+    Host(SampleData),
+    /// Decoded and cut to its crops, for the device stage.
+    Region(Region),
+}
 
 /// The answer to a task.
 pub(crate) struct Done {
     pub(crate) seq: usize,
     pub(crate) index: u32,
     /// `None` when the task was stale and skipped.
-    pub(crate) result: Option<Result<SampleData, SampleError>>,
+    pub(crate) result: Option<Result<Output, SampleError>>,
 }
 
 /// Buffers that cycle between threads; a bounded channel is the pool.
@@ -166,7 +174,7 @@ fn process(
     s: &mut Scratch,
     task: Task,
     bytes: &[u8],
-) -> Result<SampleData, SampleError> {
+) -> Result<Output, SampleError> {
     let cfg = &shared.config;
     let c = &shared.counters;
     let t0 = Instant::now();
@@ -177,10 +185,58 @@ fn process(
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);
 
+    // Every draw's geometry, view-major: a pure function of the sample and
+    // the decoded size, so both backends draw the same crops.
+    let size = (s.image.width, s.image.height);
+    let mut params = Vec::with_capacity(cfg.views.iter().map(|v| v.count).sum());
+    for view in &cfg.views {
+        for _ in 0..view.count {
+            params.push(sample_params(
+                view.transform,
+                view.flip_h,
+                view.flip_v,
+                cfg.seed,
+                task.epoch,
+                task.index as u64,
+                params.len() as u64,
+                size,
+                (view.width as u32, view.height as u32),
+            ));
+        }
+    }
+    if let Some(limit) = cfg.region_limit {
+        let region = Region::cut(&s.image, params);
+        if region.pixels.len() <= limit {
+            return Ok(Output::Region(region));
+        }
+        // Too large to stage: augment here from the region, which the
+        // shifted parameters address exactly like the full image.
+        let img = crate::decode::Image {
+            width: region.width,
+            height: region.height,
+            data: region.pixels,
+        };
+        let out = augment_on_cpu(shared, pools, &mut s.resampler, &img, &region.params);
+        Counters::add_time(&c.augment_ns, t2.elapsed());
+        return Ok(Output::Host(out));
+    }
+    let out = augment_on_cpu(shared, pools, &mut s.resampler, &s.image, &params);
+    Counters::add_time(&c.augment_ns, t2.elapsed());
+    Ok(Output::Host(out))
+}
+
+/// The CPU reference over every draw of one sample.
+fn augment_on_cpu(
+    shared: &Shared,
+    pools: &Pools,
+    resampler: &mut Resampler,
+    img: &crate::decode::Image,
+    params: &[crate::augment::params::SampleParams],
+) -> SampleData {
+    let cfg = &shared.config;
     let mut out = pools.samples.1.try_recv().unwrap_or_default();
     out.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
-    let size = (s.image.width, s.image.height);
-    let mut draw = 0u64;
+    let mut draws = params.iter();
     for (view, data) in cfg.views.iter().zip(out.iter_mut()) {
         let n = view.sample_len();
         data.set_len(n * view.count);
@@ -189,30 +245,18 @@ fn process(
             height: view.height,
             layout: cfg.layout,
             antialias: cfg.antialias,
-            fma: &shared.fma,
+            fma: &cfg.fma,
         };
         for k in 0..view.count {
-            let p = sample_params(
-                view.transform,
-                view.flip_h,
-                view.flip_v,
-                cfg.seed,
-                task.epoch,
-                task.index as u64,
-                draw,
-                size,
-                (view.width as u32, view.height as u32),
-            );
-            draw += 1;
+            let p = draws.next().expect("one parameter set per draw");
             let r = k * n..(k + 1) * n;
             match data {
-                TensorData::U8(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
-                TensorData::F16(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
-                TensorData::BF16(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
-                TensorData::F32(v) => s.resampler.run(&s.image, &p, spec, &mut v[r]),
+                TensorData::U8(v) => resampler.run(img, p, spec, &mut v[r]),
+                TensorData::F16(v) => resampler.run(img, p, spec, &mut v[r]),
+                TensorData::BF16(v) => resampler.run(img, p, spec, &mut v[r]),
+                TensorData::F32(v) => resampler.run(img, p, spec, &mut v[r]),
             }
         }
     }
-    Counters::add_time(&c.augment_ns, t2.elapsed());
-    Ok(out)
+    out
 }

@@ -3,9 +3,17 @@
 
 use std::path::PathBuf;
 
-/// The repository's sample ImageFolder (28 CC0 photos, 4 classes).
+/// The repository's sample ImageFolder (28 CC0 photos, 4 classes): in the
+/// source tree the tests were built from, else `data/sample` under the
+/// current directory (test binaries copied to a GPU machine by
+/// scripts/gpu-bundle.sh run from a checkout there).
 pub(crate) fn sample_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample")
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sample");
+    if built.is_dir() {
+        built
+    } else {
+        PathBuf::from("data/sample")
+    }
 }
 
 /// The shared test corpus: `$GPUFEED_CORPUS`, else `../shared/testdata`
@@ -32,4 +40,41 @@ pub(crate) fn backends() -> Vec<gpufeed::decode::CpuBackend> {
         v.push(gpufeed::decode::CpuBackend::TurboJpeg);
     }
     v
+}
+
+/// A copy of the sample set with bad files mixed into its classes.
+pub(crate) fn corrupt_dataset() -> (tempfile::TempDir, Vec<PathBuf>, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut good = Vec::new();
+    for s in gpufeed::Source::image_folder(sample_dir())
+        .unwrap()
+        .samples()
+    {
+        let rel = s.path.strip_prefix(sample_dir()).unwrap();
+        let dst = dir.path().join(rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(&s.path, &dst).unwrap();
+        good.push(dst);
+    }
+    let a_jpeg = std::fs::read(&good[0]).unwrap();
+    let mut bomb = vec![0xFF, 0xD8, 0xFF, 0xC0, 0, 17, 8, 0xFF, 0xFF, 0xFF, 0xFF, 3];
+    bomb.extend_from_slice(&[1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1, 0xFF, 0xDA, 0, 2]);
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("cat/empty.jpg", vec![]),
+        ("dog/text.jpg", b"this is not an image".to_vec()),
+        ("food/header-only.jpg", a_jpeg[..300].to_vec()),
+        ("food/bomb.jpg", bomb),
+        ("vehicle/png.jpg", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec()),
+    ];
+    let mut bad_paths = Vec::new();
+    for (rel, bytes) in bad {
+        let p = dir.path().join(rel);
+        std::fs::write(&p, bytes).unwrap();
+        bad_paths.push(p);
+    }
+    // A dangling symlink: listed, then unreadable.
+    let link = dir.path().join("dog/dangling.jpg");
+    std::os::unix::fs::symlink(dir.path().join("missing.jpg"), &link).unwrap();
+    bad_paths.push(link);
+    (dir, good, bad_paths)
 }

@@ -149,6 +149,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             for err in batch.skipped() {
                 bar.suspend(|| eprintln!("skipped: {err}"));
             }
+            // Like a trainer: the batch is consumed once its kernels are
+            // done, so device throughput is measured, not enqueue rate.
+            if let Some(ev) = batch.event() {
+                ev.synchronize()
+                    .map_err(|e| anyhow::anyhow!("waiting for batch: {e:?}"))?;
+            }
             images += batch.len() as u64;
             batches += 1;
             bar.inc(1);
@@ -162,6 +168,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let wall = t_all.elapsed().as_secs_f64();
     let stats = pipeline.stats();
+    let backend = pipeline.backend();
+    let memory = pipeline.memory();
 
     // Steady state: every epoch after the first, when there is more than one.
     let steady: Vec<&EpochResult> = epochs.iter().skip(usize::from(epochs.len() > 1)).collect();
@@ -184,7 +192,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "data": data.display().to_string(),
             "files": n_files,
             "classes": classes,
-            "device": "cpu",
+            "device": backend,
+            "pinned_bytes": memory.pinned_bytes,
+            "device_bytes": memory.device_bytes,
+            "launches": stats.launches,
+            "host_augmented": stats.host_augmented,
             "batch": args.batch,
             "readers": args.readers,
             "workers": workers,
@@ -214,7 +226,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     }
 
     println!(
-        "gpufeed bench  {}  ({n_files} files, {classes} classes)\n  device cpu, batch {}, \
+        "gpufeed bench  {}  ({n_files} files, {classes} classes)\n  device {backend}, batch {}, \
          {} readers, {workers} workers, {}x{} {} {:?}, {} transform{}, decoder {:?}",
         data.display(),
         args.batch,
@@ -265,6 +277,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     println!("  (read/parse/decode/augment are summed over threads; wait is the consumer blocked)");
+    if memory.slots > 0 {
+        println!(
+            "\n  device stage: {} launches, {} samples augmented on the CPU (crop over the \
+             staging), pools {} MiB pinned + {} MiB device in {} slots",
+            stats.launches,
+            stats.host_augmented,
+            memory.pinned_bytes >> 20,
+            memory.device_bytes >> 20,
+            memory.slots
+        );
+    }
     let errs: Vec<String> = ErrorKind::ALL
         .iter()
         .filter(|k| stats.errors_of(**k) > 0)

@@ -1,0 +1,369 @@
+//! CUDA memory and work of the pipeline's device stage (issue 4): pinned
+//! staging, device buffers and the per-batch copy + launches. The packing
+//! logic that decides what goes where lives in `pipeline/gpu.rs` and is the
+//! same for the emulated device; this file is only the CUDA side of it.
+//!
+//! Every buffer is allocated when the pipeline is built (one set per batch
+//! slot) and reused; nothing here allocates per batch.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, result,
+};
+use half::{bf16, f16};
+
+use super::desc::GfLaunch;
+use super::launch::AugmentKernels;
+use crate::augment::DType;
+use crate::error::{Error, Result};
+use crate::pipeline::TensorData;
+
+fn drv(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Device(format!("{what}: {e:?}"))
+}
+
+/// A batch's output tensor on the device, typed so that the trainer gets a
+/// `CudaSlice` of the right element type.
+#[derive(Debug)]
+pub(crate) enum OutBuf {
+    U8(CudaSlice<u8>),
+    F16(CudaSlice<f16>),
+    BF16(CudaSlice<bf16>),
+    F32(CudaSlice<f32>),
+}
+
+impl OutBuf {
+    fn alloc(stream: &Arc<CudaStream>, dtype: DType, len: usize) -> Result<OutBuf> {
+        let e = drv("allocate output");
+        Ok(match dtype {
+            DType::U8 => OutBuf::U8(stream.alloc_zeros(len).map_err(e)?),
+            DType::F16 => OutBuf::F16(stream.alloc_zeros(len).map_err(e)?),
+            DType::BF16 => OutBuf::BF16(stream.alloc_zeros(len).map_err(e)?),
+            DType::F32 => OutBuf::F32(stream.alloc_zeros(len).map_err(e)?),
+        })
+    }
+
+    pub(crate) fn num_bytes(&self) -> usize {
+        match self {
+            OutBuf::U8(s) => s.num_bytes(),
+            OutBuf::F16(s) => s.num_bytes(),
+            OutBuf::BF16(s) => s.num_bytes(),
+            OutBuf::F32(s) => s.num_bytes(),
+        }
+    }
+
+    /// The raw device address (`CUdeviceptr`).
+    pub(crate) fn address(&self) -> u64 {
+        fn addr<T>(s: &CudaSlice<T>) -> u64 {
+            // Recording a read on the slice's own stream orders nothing the
+            // pipeline does not already order: its writes use that stream.
+            let (ptr, _record) = s.device_ptr(s.stream());
+            ptr
+        }
+        match self {
+            OutBuf::U8(s) => addr(s),
+            OutBuf::F16(s) => addr(s),
+            OutBuf::BF16(s) => addr(s),
+            OutBuf::F32(s) => addr(s),
+        }
+    }
+
+    /// Copy the first `len` elements to the host (waits for the copy).
+    pub(crate) fn download(&self, len: usize) -> Result<TensorData> {
+        let e = drv("download");
+        Ok(match self {
+            OutBuf::U8(s) => TensorData::U8(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),
+            OutBuf::F16(s) => TensorData::F16(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),
+            OutBuf::BF16(s) => TensorData::BF16(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),
+            OutBuf::F32(s) => TensorData::F32(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),
+        })
+    }
+}
+
+/// Page-locked host memory from `cuMemHostAlloc`, freed on drop.
+struct Pinned {
+    ctx: Arc<CudaContext>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: cuMemHostAlloc returns ordinary host memory that is page-locked
+// and registered with the driver (CUDA Driver API, cuMemHostAlloc); any
+// thread may access it. `Pinned` owns it exclusively, so moving it between
+// threads moves the only access path.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Pinned> {
+        ctx.bind_to_thread().map_err(drv("bind context"))?;
+        // SAFETY: a plain allocation call with flags 0 (portable to this
+        // context only, not mapped, not write-combined); the returned
+        // pointer is checked before use.
+        let ptr = unsafe { result::malloc_host(len.max(1), 0) }
+            .map_err(drv("cuMemHostAlloc (pinned staging)"))?;
+        if ptr.is_null() {
+            return Err(Error::Device("cuMemHostAlloc returned null".into()));
+        }
+        Ok(Pinned {
+            ctx: ctx.clone(),
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` is a live allocation of `len` bytes owned by self;
+        // the &mut borrow of self makes this the only reference. Callers
+        // wait for the device's last read (CudaSlot::ready) before writing.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: as above, shared borrow.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // Errors cannot be reported from drop; a failed free leaks the
+        // buffer rather than panicking.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemHostAlloc in this context and is
+            // freed once; CudaSlot::drop waited for the device's last read.
+            let _ = unsafe { result::free_host(self.ptr.cast()) };
+        }
+    }
+}
+
+/// One batch slot's CUDA memory besides its outputs.
+pub(crate) struct CudaSlot {
+    pinned: Pinned,
+    staging: CudaSlice<u8>,
+    labels: CudaSlice<u32>,
+    /// Recorded after the slot's last enqueued work: the trainer's stream
+    /// waits on it, and the host waits on it before writing `pinned` again.
+    ready: CudaEvent,
+    host_free: bool,
+}
+
+impl std::fmt::Debug for CudaSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaSlot")
+            .field("staging_bytes", &self.pinned.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaSlot {
+    pub(crate) fn labels(&self) -> &CudaSlice<u32> {
+        &self.labels
+    }
+
+    pub(crate) fn event(&self) -> &CudaEvent {
+        &self.ready
+    }
+
+    pub(crate) fn pinned_bytes(&self) -> usize {
+        self.pinned.len
+    }
+
+    pub(crate) fn device_bytes(&self) -> usize {
+        self.staging.num_bytes() + self.labels.num_bytes()
+    }
+}
+
+impl Drop for CudaSlot {
+    fn drop(&mut self) {
+        // The pinned buffer may still be the source of an async copy.
+        let _ = self.ready.synchronize();
+    }
+}
+
+/// One kernel launch of a flush: `which` indexes `AUGMENT_KERNELS`, the
+/// tiles start `tiles_at` bytes into the staging buffer, and the output is
+/// view `out`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StageLaunch {
+    pub(crate) which: usize,
+    pub(crate) tiles_at: usize,
+    pub(crate) params: GfLaunch,
+    pub(crate) out: usize,
+}
+
+/// The CUDA device of a pipeline: its kernels and stream.
+pub(crate) struct CudaEngine {
+    k: AugmentKernels,
+    name: String,
+}
+
+impl std::fmt::Debug for CudaEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaEngine")
+            .field("name", &self.name)
+            .field("arch", &self.k.arch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaEngine {
+    /// Open device `index` and load the kernels; an error (never a panic)
+    /// without a driver or device.
+    pub(crate) fn new(index: usize) -> Result<CudaEngine> {
+        let k = AugmentKernels::new(index)?;
+        let name = k.ctx.name().unwrap_or_else(|_| format!("cuda:{index}"));
+        Ok(CudaEngine { k, name })
+    }
+
+    /// Device name and CUBIN architecture, for notices.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} ({})", self.name, self.k.arch)
+    }
+
+    /// The context, for users that create their own streams on it.
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.k.ctx
+    }
+
+    /// Allocate one slot: `staging` bytes pinned and on the device, room for
+    /// `batch` labels, and one output of `len` elements per `(dtype, len)`.
+    pub(crate) fn alloc_slot(
+        &self,
+        staging: usize,
+        batch: usize,
+        outs: &[(DType, usize)],
+    ) -> Result<(CudaSlot, Vec<OutBuf>)> {
+        let s = &self.k.stream;
+        let pinned = Pinned::new(&self.k.ctx, staging)?;
+        let staging = s
+            .alloc_zeros::<u8>(staging)
+            .map_err(drv("allocate staging"))?;
+        let labels = s
+            .alloc_zeros::<u32>(batch)
+            .map_err(drv("allocate labels"))?;
+        let ready = self.k.ctx.new_event(None).map_err(drv("event"))?;
+        let outs = outs
+            .iter()
+            .map(|&(d, n)| OutBuf::alloc(s, d, n))
+            .collect::<Result<Vec<_>>>()?;
+        let slot = CudaSlot {
+            pinned,
+            staging,
+            labels,
+            ready,
+            host_free: false,
+        };
+        Ok((slot, outs))
+    }
+
+    /// The slot's host staging, once the device has finished reading it.
+    pub(crate) fn host<'a>(&self, slot: &'a mut CudaSlot) -> Result<&'a mut [u8]> {
+        if !slot.host_free {
+            slot.ready.synchronize().map_err(drv("wait for staging"))?;
+            slot.host_free = true;
+        }
+        Ok(slot.pinned.as_mut_slice())
+    }
+
+    /// The device address of staging byte 0 (what tiles point into).
+    pub(crate) fn base(&self, slot: &CudaSlot) -> u64 {
+        let (ptr, _record) = slot.staging.device_ptr(&self.k.stream);
+        ptr
+    }
+
+    /// Copy `ranges` of the staging to the device, run `launches`, then copy
+    /// `labels` (a byte range of the staging holding `n` u32) into the
+    /// slot's label buffer, and record the slot's event. Asynchronous.
+    pub(crate) fn flush(
+        &self,
+        slot: &mut CudaSlot,
+        ranges: &[Range<usize>],
+        launches: &[StageLaunch],
+        outs: &mut [&mut OutBuf],
+        labels: Option<Range<usize>>,
+    ) -> Result<()> {
+        let s = &self.k.stream;
+        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        {
+            let host = slot.pinned.as_slice();
+            let (dev, _record) = slot.staging.device_ptr_mut(s);
+            for r in ranges.iter().filter(|r| !r.is_empty()) {
+                assert!(r.end <= host.len());
+                // SAFETY: the source is r.len() bytes of live pinned memory
+                // that is not written until `ready` (recorded below, after
+                // this copy) completes; the destination is the same range of
+                // the device staging buffer, which has the same length.
+                unsafe {
+                    result::memcpy_htod_async(dev + r.start as u64, &host[r.clone()], s.cu_stream())
+                }
+                .map_err(drv("copy staging to device"))?;
+            }
+        }
+        let base = self.base(slot);
+        for l in launches {
+            let tiles = base + l.tiles_at as u64;
+            // SAFETY: the tiles were written by pipeline/gpu.rs into the
+            // staging copied above; each points into that staging buffer at
+            // pixels it wrote and writes inside `outs[l.out]`, whose element
+            // type matches kernel `which` (chosen from the output's dtype).
+            unsafe {
+                match &mut *outs[l.out] {
+                    OutBuf::U8(o) => self.k.launch_at(l.which, tiles, l.params, o),
+                    OutBuf::F16(o) => self.k.launch_at(l.which, tiles, l.params, o),
+                    OutBuf::BF16(o) => self.k.launch_at(l.which, tiles, l.params, o),
+                    OutBuf::F32(o) => self.k.launch_at(l.which, tiles, l.params, o),
+                }
+            }?;
+        }
+        if let Some(r) = labels {
+            assert!(r.len() <= slot.labels.num_bytes());
+            let (src, _r) = slot.staging.device_ptr(s);
+            let (dst, _w) = slot.labels.device_ptr_mut(s);
+            // SAFETY: both ranges lie inside their device buffers (asserted
+            // and by construction of the staging layout); the copy is
+            // ordered after the staging upload on the same stream.
+            unsafe { result::memcpy_dtod_async(dst, src + r.start as u64, r.len(), s.cu_stream()) }
+                .map_err(drv("copy labels"))?;
+        }
+        slot.ready.record(s).map_err(drv("record event"))?;
+        slot.host_free = false;
+        Ok(())
+    }
+
+    /// Copy one sample augmented on the host into `out` at element `at`
+    /// (the route for regions larger than the staging).
+    pub(crate) fn upload_sample(
+        &self,
+        out: &mut OutBuf,
+        at: usize,
+        data: &TensorData,
+    ) -> Result<()> {
+        let s = &self.k.stream;
+        let e = drv("upload host-augmented sample");
+        // Copies from pageable memory are staged by the driver before the
+        // call returns (CUDA Runtime API, "API synchronization behavior"),
+        // so `data` may be reused right after.
+        match (out, data) {
+            (OutBuf::U8(o), TensorData::U8(v)) => {
+                s.memcpy_htod(v.as_slice(), &mut o.slice_mut(at..at + v.len()))
+            }
+            (OutBuf::F16(o), TensorData::F16(v)) => {
+                s.memcpy_htod(v.as_slice(), &mut o.slice_mut(at..at + v.len()))
+            }
+            (OutBuf::BF16(o), TensorData::BF16(v)) => {
+                s.memcpy_htod(v.as_slice(), &mut o.slice_mut(at..at + v.len()))
+            }
+            (OutBuf::F32(o), TensorData::F32(v)) => {
+                s.memcpy_htod(v.as_slice(), &mut o.slice_mut(at..at + v.len()))
+            }
+            _ => {
+                return Err(Error::Device(
+                    "host sample dtype differs from the output".into(),
+                ));
+            }
+        }
+        .map_err(e)
+    }
+}

@@ -1,0 +1,497 @@
+//! The device stage (issue 4): decoded pixels in, augmented batches on the
+//! device out, one kernel launch per view spec per batch.
+//!
+//! ```text
+//! worker: decode ─► cut the union of the sample's crop windows (Region)
+//! epoch:  Region ─► pinned staging of the batch slot + one GfTile per draw
+//!         end of batch ─► one H2D copy (pixels, tiles, labels)
+//!                     ─► one launch per view ─► event ─► Batch
+//! ```
+//!
+//! Slots (staging, outputs, labels, event) are allocated at `build()` and
+//! cycle between the pipeline and the trainer; a `Batch` holds its slot and
+//! gives it back on drop. When a batch's regions overflow the staging, the
+//! stage flushes what it has (copy + launch), waits for the copy and goes
+//! on: the batch costs more than one launch but nothing is lost. A region
+//! larger than the whole staging is augmented on the CPU by the worker and
+//! uploaded (the CPU reference is the specification, so the result is the
+//! same within the stated tolerance).
+//!
+//! The same packing runs on an emulated device (feature `kernel-emu`: the
+//! kernel source compiled for the host, device memory = host memory), which
+//! is how CI checks this file without a GPU.
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::batch::{Storage, Tensor, TensorData};
+use super::builder::Config;
+use crate::augment::params::SampleParams;
+use crate::augment::{DType, Layout};
+use crate::cuda::desc::{GfLaunch, GfTile};
+use crate::cuda::stage::{CudaEngine, CudaSlot, StageLaunch};
+use crate::error::{Error, Result};
+
+/// Kernel launches have at most this many tiles (the grid's y limit).
+const MAX_TILES_PER_LAUNCH: usize = 65_535;
+
+/// What a worker hands to the device stage for one sample: the smallest
+/// rectangle of the decoded image that every draw reads, and the draws'
+/// parameters relative to it (view-major, then draw).
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub(crate) pixels: Vec<u8>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) params: Vec<SampleParams>,
+}
+
+impl Region {
+    /// Cut the bounding box of every draw's source window out of `img` and
+    /// shift the draws to it. The kernel reads only inside
+    /// `[start, start + len)` on each axis (the CPU reference asserts the
+    /// same), and it adds the integer start after computing taps relative to
+    /// it, so the shift changes no arithmetic.
+    pub(crate) fn cut(img: &crate::decode::Image, mut params: Vec<SampleParams>) -> Region {
+        let x0 = params.iter().map(|p| p.x.start).min().unwrap_or(0);
+        let y0 = params.iter().map(|p| p.y.start).min().unwrap_or(0);
+        let x1 = params
+            .iter()
+            .map(|p| p.x.start + p.x.len)
+            .max()
+            .unwrap_or(0);
+        let y1 = params
+            .iter()
+            .map(|p| p.y.start + p.y.len)
+            .max()
+            .unwrap_or(0);
+        let (w, h) = (x1 - x0, y1 - y0);
+        let row = w as usize * 3;
+        let mut pixels = Vec::with_capacity(row * h as usize);
+        let pitch = img.width as usize * 3;
+        for y in y0..y1 {
+            let at = y as usize * pitch + x0 as usize * 3;
+            pixels.extend_from_slice(&img.data[at..at + row]);
+        }
+        for p in &mut params {
+            p.x.start -= x0;
+            p.y.start -= y0;
+        }
+        Region {
+            pixels,
+            width: w,
+            height: h,
+            params,
+        }
+    }
+}
+
+/// Where the pipeline's kernels run.
+pub(crate) enum Engine {
+    Cuda(CudaEngine),
+    /// Host emulation of the kernels (tests; feature `kernel-emu`).
+    #[cfg(feature = "kernel-emu")]
+    Emu,
+}
+
+#[derive(Debug)]
+enum SlotMem {
+    Cuda(CudaSlot),
+    #[cfg(feature = "kernel-emu")]
+    Emu(Vec<u8>),
+}
+
+/// One batch's worth of device memory, plus the packing state of the batch
+/// being assembled in it.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    mem: SlotMem,
+    /// One per view spec; moved into the batch's tensors while the trainer
+    /// holds the batch.
+    pub(super) outs: Vec<Storage>,
+    /// Staging bytes used by pixels since the last flush.
+    used: usize,
+    /// Tiles not yet launched, per view; `src` is an absolute address.
+    tiles: Vec<Vec<GfTile>>,
+}
+
+impl Slot {
+    /// The event the trainer's stream waits on (CUDA slots).
+    pub(super) fn event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.event()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
+
+    /// Labels on the device (CUDA slots), `batch_size` long.
+    pub(super) fn labels(&self) -> Option<&cudarc::driver::CudaSlice<u32>> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.labels()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
+}
+
+/// Byte layout of a slot's staging buffer: `[pixels | tiles | labels]`.
+#[derive(Debug, Clone, Copy)]
+struct StagingLayout {
+    pixels: usize,
+    tiles_at: usize,
+    tiles: usize,
+    labels_at: usize,
+    total: usize,
+}
+
+impl StagingLayout {
+    fn new(pixels: usize, tiles: usize, batch: usize) -> StagingLayout {
+        let tiles_at = pixels.next_multiple_of(256);
+        let labels_at = (tiles_at + tiles * size_of::<GfTile>()).next_multiple_of(256);
+        StagingLayout {
+            pixels,
+            tiles_at,
+            tiles,
+            labels_at,
+            total: labels_at + batch * 4,
+        }
+    }
+}
+
+/// Pinned host and device bytes held by a pipeline's fixed pools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Page-locked host memory (staging).
+    pub pinned_bytes: u64,
+    /// Device memory (staging copies, outputs, labels).
+    pub device_bytes: u64,
+    /// Batch slots; the trainer may hold all but one at a time.
+    pub slots: usize,
+}
+
+/// The stage: engine, slot pool, layout.
+pub(crate) struct DeviceStage {
+    engine: Engine,
+    pool: (Sender<Slot>, Receiver<Slot>),
+    layout: StagingLayout,
+    memory: Memory,
+    /// Output elements per draw, per view.
+    draw_len: Vec<usize>,
+}
+
+impl std::fmt::Debug for DeviceStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceStage")
+            .field("memory", &self.memory)
+            .finish_non_exhaustive()
+    }
+}
+
+fn kernel_index(dtype: DType, layout: Layout) -> usize {
+    let d = match dtype {
+        DType::U8 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::F32 => 3,
+    };
+    2 * d + usize::from(layout == Layout::Nhwc)
+}
+
+impl DeviceStage {
+    /// Allocate `slots` slots for `cfg`: every buffer the stage will use.
+    pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
+        let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        let layout = StagingLayout::new(cfg.staging_bytes, cfg.batch_size * draws, cfg.batch_size);
+        let outs: Vec<(DType, usize)> = cfg
+            .views
+            .iter()
+            .map(|v| (cfg.dtype, cfg.batch_size * v.count * v.sample_len()))
+            .collect();
+        let pool = bounded(slots);
+        let mut memory = Memory {
+            slots,
+            ..Memory::default()
+        };
+        for _ in 0..slots {
+            let (mem, outs) = match &engine {
+                Engine::Cuda(e) => {
+                    let (slot, bufs) = e.alloc_slot(layout.total, cfg.batch_size, &outs)?;
+                    memory.pinned_bytes += slot.pinned_bytes() as u64;
+                    memory.device_bytes += slot.device_bytes() as u64
+                        + bufs.iter().map(|b| b.num_bytes() as u64).sum::<u64>();
+                    (
+                        SlotMem::Cuda(slot),
+                        bufs.into_iter().map(Storage::Cuda).collect(),
+                    )
+                }
+                #[cfg(feature = "kernel-emu")]
+                Engine::Emu => (
+                    SlotMem::Emu(vec![0; layout.total]),
+                    outs.iter()
+                        .map(|&(d, n)| Storage::Host(TensorData::zeros(d, n)))
+                        .collect(),
+                ),
+            };
+            let slot = Slot {
+                mem,
+                outs,
+                used: 0,
+                tiles: vec![Vec::new(); cfg.views.len()],
+            };
+            pool.0
+                .send(slot)
+                .map_err(|_| Error::Device("slot pool closed".into()))?;
+        }
+        Ok(DeviceStage {
+            engine,
+            pool,
+            layout,
+            memory,
+            draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
+        })
+    }
+
+    pub(crate) fn memory(&self) -> Memory {
+        self.memory
+    }
+
+    pub(crate) fn home(&self) -> Sender<Slot> {
+        self.pool.0.clone()
+    }
+
+    /// The pixel bytes one slot can stage: regions larger than this are
+    /// augmented on the CPU by the worker.
+    pub(crate) fn region_limit(&self) -> usize {
+        self.layout.pixels
+    }
+
+    /// The engine's description for notices.
+    pub(crate) fn cuda_context(&self) -> Option<&std::sync::Arc<cudarc::driver::CudaContext>> {
+        match &self.engine {
+            Engine::Cuda(e) => Some(e.context()),
+            #[cfg(feature = "kernel-emu")]
+            Engine::Emu => None,
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match &self.engine {
+            Engine::Cuda(e) => e.describe(),
+            #[cfg(feature = "kernel-emu")]
+            Engine::Emu => "emulated device (kernel-emu)".into(),
+        }
+    }
+
+    /// A free slot. Never blocks: slots are only ever held by the batch
+    /// being assembled and by batches the trainer keeps, so an empty pool
+    /// means the trainer holds them all, and waiting would deadlock.
+    pub(crate) fn acquire(&self) -> Result<Slot> {
+        let mut slot = self.pool.1.try_recv().map_err(|_| {
+            Error::Device(format!(
+                "all {} device batch slots are held by the trainer: drop a Batch before \
+                 asking for the next one, or raise .prefetch()",
+                self.memory.slots
+            ))
+        })?;
+        slot.used = 0;
+        slot.tiles.iter_mut().for_each(Vec::clear);
+        Ok(slot)
+    }
+
+    fn host<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut [u8]> {
+        match (&self.engine, &mut slot.mem) {
+            (Engine::Cuda(e), SlotMem::Cuda(c)) => e.host(c),
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(v)) => Ok(v.as_mut_slice()),
+            #[cfg(feature = "kernel-emu")]
+            _ => unreachable!("slots come from their engine"),
+        }
+    }
+
+    fn base(&self, slot: &Slot) -> u64 {
+        match (&self.engine, &slot.mem) {
+            (Engine::Cuda(e), SlotMem::Cuda(c)) => e.base(c),
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(v)) => v.as_ptr() as u64,
+            #[cfg(feature = "kernel-emu")]
+            _ => unreachable!("slots come from their engine"),
+        }
+    }
+
+    /// Stage sample `i` of the batch from its decoded region.
+    pub(crate) fn put_region(
+        &self,
+        cfg: &Config,
+        slot: &mut Slot,
+        i: usize,
+        r: &Region,
+    ) -> Result<usize> {
+        let n = r.pixels.len();
+        if n > self.layout.pixels {
+            return Err(Error::Device(format!(
+                "region of {n} bytes exceeds the {} byte staging (worker bug)",
+                self.layout.pixels
+            )));
+        }
+        let mut launches = 0;
+        if slot.used + n > self.layout.pixels {
+            launches = self.flush(cfg, slot, None)?;
+            slot.used = 0;
+        }
+        let at = slot.used;
+        self.host(slot)?[at..at + n].copy_from_slice(&r.pixels);
+        slot.used = (at + n).next_multiple_of(16);
+        let src = self.base(slot) + at as u64;
+        let mut draws = r.params.iter();
+        for (v, view) in cfg.views.iter().enumerate() {
+            let len = self.draw_len[v];
+            for k in 0..view.count {
+                let p = draws.next().ok_or_else(|| {
+                    Error::Device("region has fewer draws than the views (worker bug)".into())
+                })?;
+                let dst = ((i * view.count + k) * len) as u64;
+                slot.tiles[v].push(GfTile::new(
+                    src,
+                    r.width * 3,
+                    r.height,
+                    p,
+                    (view.width, view.height),
+                    dst,
+                ));
+            }
+        }
+        Ok(launches)
+    }
+
+    /// Place sample `i`, already augmented on the host (one buffer per view
+    /// with its draws back to back), into the outputs.
+    pub(crate) fn put_host(
+        &self,
+        cfg: &Config,
+        slot: &mut Slot,
+        i: usize,
+        data: &[TensorData],
+    ) -> Result<()> {
+        for (v, (view, src)) in cfg.views.iter().zip(data).enumerate() {
+            let at = i * view.count * self.draw_len[v];
+            match (&self.engine, &mut slot.outs[v]) {
+                (Engine::Cuda(e), Storage::Cuda(out)) => e.upload_sample(out, at, src)?,
+                (_, Storage::Host(out)) => {
+                    let b = src.as_bytes();
+                    let size = b.len() / src.len().max(1);
+                    out.as_bytes_mut()[at * size..at * size + b.len()].copy_from_slice(b);
+                }
+                #[allow(unreachable_patterns)]
+                _ => return Err(Error::Device("output storage of another engine".into())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Launch what is staged; with `labels`, also upload them and record
+    /// the slot's event (the end of a batch). Returns the launches made.
+    fn flush(&self, cfg: &Config, slot: &mut Slot, labels: Option<&[u32]>) -> Result<usize> {
+        let l = self.layout;
+        let mut launches = Vec::new();
+        let mut tiles_at = l.tiles_at;
+        let which = kernel_index(cfg.dtype, cfg.layout);
+        let fma = &cfg.fma;
+        let tiles = std::mem::take(&mut slot.tiles);
+        let staged: usize = tiles.iter().map(Vec::len).sum();
+        if staged > l.tiles {
+            return Err(Error::Device(format!(
+                "{staged} tiles staged, room for {} (stage bug)",
+                l.tiles
+            )));
+        }
+        let host = self.host(slot)?;
+        for (v, (view, ts)) in cfg.views.iter().zip(&tiles).enumerate() {
+            for chunk in ts.chunks(MAX_TILES_PER_LAUNCH) {
+                let bytes: &[u8] = bytemuck::cast_slice(chunk);
+                host[tiles_at..tiles_at + bytes.len()].copy_from_slice(bytes);
+                launches.push(StageLaunch {
+                    which,
+                    tiles_at,
+                    params: GfLaunch {
+                        out_w: view.width as u32,
+                        out_h: view.height as u32,
+                        antialias: cfg.antialias as u32,
+                        n_tiles: chunk.len() as u32,
+                        scale: fma.scale,
+                        shift: fma.shift,
+                    },
+                    out: v,
+                });
+                tiles_at += bytes.len();
+            }
+        }
+        let label_range = labels.map(|ls| {
+            let b: &[u8] = bytemuck::cast_slice(ls);
+            host[l.labels_at..l.labels_at + b.len()].copy_from_slice(b);
+            l.labels_at..l.labels_at + b.len()
+        });
+        slot.tiles = tiles;
+        slot.tiles.iter_mut().for_each(Vec::clear);
+        match (&self.engine, &mut slot.mem) {
+            (Engine::Cuda(e), SlotMem::Cuda(c)) => {
+                let mut outs: Vec<&mut _> = slot
+                    .outs
+                    .iter_mut()
+                    .map(|s| match s {
+                        Storage::Cuda(o) => Ok(o),
+                        Storage::Host(_) => {
+                            Err(Error::Device("host storage in a CUDA slot".into()))
+                        }
+                    })
+                    .collect::<Result<_>>()?;
+                let ranges = [0..slot.used, l.tiles_at..tiles_at];
+                e.flush(c, &ranges, &launches, &mut outs, label_range)?;
+                Ok(launches.len())
+            }
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(host)) => {
+                let mut outs: Vec<&mut [u8]> = slot
+                    .outs
+                    .iter_mut()
+                    .map(|s| match s {
+                        Storage::Host(d) => Ok(d.as_bytes_mut()),
+                        Storage::Cuda(_) => {
+                            Err(Error::Device("CUDA storage in an emulated slot".into()))
+                        }
+                    })
+                    .collect::<Result<_>>()?;
+                crate::cuda::emu::run_launches(host, &launches, &mut outs, cfg.dtype.size())
+                    .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
+                Ok(launches.len())
+            }
+            #[cfg(feature = "kernel-emu")]
+            _ => unreachable!("slots come from their engine"),
+        }
+    }
+
+    /// End the batch of `labels.len()` samples: launch, upload labels,
+    /// record the event, and hand the outputs out as tensors.
+    pub(crate) fn finish(
+        &self,
+        cfg: &Config,
+        slot: &mut Slot,
+        labels: &[u32],
+    ) -> Result<(Vec<Tensor>, usize)> {
+        let launches = self.flush(cfg, slot, Some(labels))?;
+        let n = labels.len();
+        let outs = std::mem::take(&mut slot.outs);
+        let tensors = outs
+            .into_iter()
+            .zip(&cfg.views)
+            .map(|(storage, v)| {
+                let rows = n * v.count;
+                let shape = match cfg.layout {
+                    Layout::Nchw => [rows, 3, v.height, v.width],
+                    Layout::Nhwc => [rows, v.height, v.width, 3],
+                };
+                Tensor::new(shape, cfg.layout, cfg.dtype, storage)
+            })
+            .collect();
+        Ok((tensors, launches))
+    }
+}

@@ -1,0 +1,242 @@
+//! The device stage (decode on CPU threads, stage crops, one augment launch
+//! per view per batch) against the CPU backend, which is the specification.
+//! One test body, two instances, like candle's `test_device!`:
+//!
+//! * `emu_*` (feature `kernel-emu`): `Device::Emulated`, the kernel source
+//!   compiled for the host driven by the real staging code; batches must
+//!   equal the CPU backend's **bit for bit**.
+//! * `gpu_*`: `Device::Cuda(0)`; element-wise within u8 +-1, f16/bf16 one
+//!   unit in the last place, f32 1e-4. Without a GPU they print
+//!   `SKIPPED (no CUDA device ...)` and pass, unless `GPUFEED_REQUIRE_GPU=1`.
+
+mod common;
+
+use gpufeed::{
+    DType, Device, Layout, Normalize, Pipeline, PipelineBuilder, Source, Tensor, Transform, View,
+};
+use half::{bf16, f16};
+
+/// Where the device instance runs.
+#[derive(Clone, Copy)]
+struct Target {
+    device: Device,
+    exact: bool,
+}
+
+fn gpu_or_skip(test: &str) -> Option<Target> {
+    match gpufeed::cuda::devices() {
+        Ok(_) => Some(Target {
+            device: Device::Cuda(0),
+            exact: false,
+        }),
+        Err(e) => {
+            if std::env::var("GPUFEED_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("{test}: GPUFEED_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            eprintln!("SKIPPED (no CUDA device: {test}: {e})");
+            None
+        }
+    }
+}
+
+fn base(source: Source, device: Device) -> PipelineBuilder {
+    Pipeline::builder()
+        .source(source)
+        .device(device)
+        .batch_size(5)
+        .workers(2)
+        .output_size(32, 48)
+}
+
+fn close(got: &Tensor, want: &Tensor, exact: bool, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    assert_eq!(got.layout(), want.layout(), "{what}: layout");
+    if exact {
+        assert!(
+            got.as_bytes().unwrap() == want.as_bytes().unwrap(),
+            "{what}: bytes differ from the CPU backend"
+        );
+        return;
+    }
+    let bad = match want.dtype() {
+        DType::U8 => count_bad(got.as_u8(), want.as_u8(), |a, b| a.abs_diff(*b) <= 1),
+        DType::F16 => count_bad(got.as_f16(), want.as_f16(), |a: &f16, b: &f16| {
+            a.to_bits().abs_diff(b.to_bits()) <= 1
+        }),
+        DType::BF16 => count_bad(got.as_bf16(), want.as_bf16(), |a: &bf16, b: &bf16| {
+            a.to_bits().abs_diff(b.to_bits()) <= 1
+        }),
+        DType::F32 => count_bad(got.as_f32(), want.as_f32(), |a, b| (a - b).abs() <= 1e-4),
+    };
+    assert_eq!(bad, 0, "{what}: {bad} elements outside the tolerance");
+}
+
+fn count_bad<T>(got: Option<&[T]>, want: Option<&[T]>, ok: impl Fn(&T, &T) -> bool) -> usize {
+    let (g, w) = (got.unwrap(), want.unwrap());
+    assert_eq!(g.len(), w.len());
+    g.iter().zip(w).filter(|(a, b)| !ok(a, b)).count()
+}
+
+/// Run `epochs` on the CPU backend and on `target` with the same settings;
+/// every batch must hold the same samples, labels, skips and images.
+fn same_as_cpu(
+    target: Target,
+    source: Source,
+    f: impl Fn(PipelineBuilder) -> PipelineBuilder,
+) -> gpufeed::Stats {
+    let mut cpu = f(base(source.clone(), Device::Cpu)).build().unwrap();
+    let mut dev = f(base(source, target.device)).build().unwrap();
+    assert_ne!(dev.backend(), "cpu");
+    let stream = dev.cuda_context().map(|c| c.default_stream());
+    for epoch in 0..2 {
+        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
+        // Device batches are compared as they come and dropped: the
+        // trainer may hold only prefetch + 1 of them.
+        let mut batches = 0;
+        for (b, (g, w)) in dev.epoch(epoch).zip(&want).enumerate() {
+            let g = g.unwrap();
+            batches += 1;
+            let what = format!("epoch {epoch} batch {b}");
+            assert_eq!(g.keys(), w.keys(), "{what}: keys");
+            assert_eq!(g.labels(), w.labels(), "{what}: labels");
+            let names = |e: &[gpufeed::Error]| e.iter().map(|e| e.to_string()).collect::<Vec<_>>();
+            assert_eq!(names(g.skipped()), names(w.skipped()), "{what}: skipped");
+            assert_eq!(g.views().len(), w.views().len());
+            for (v, (gt, wt)) in g.views().iter().zip(w.views()).enumerate() {
+                let host = gt.to_host().unwrap();
+                close(&host, wt, target.exact, &format!("{what} view {v}"));
+            }
+            if g.images().is_cuda() {
+                assert!(g.event().is_some(), "{what}: a CUDA batch has an event");
+                let stream = stream.as_ref().unwrap();
+                let labels = stream.clone_dtoh(&g.labels_cuda().unwrap()).unwrap();
+                assert_eq!(labels, g.labels(), "{what}: device labels");
+            }
+        }
+        assert_eq!(batches, want.len(), "epoch {epoch}: batch count");
+    }
+    dev.stats()
+}
+
+fn sample() -> Source {
+    Source::image_folder(common::sample_dir()).unwrap()
+}
+
+fn rrc_f32(t: Target) {
+    same_as_cpu(t, sample(), |b| b);
+}
+
+fn dtypes_layouts_antialias(t: Target) {
+    for (dtype, layout, aa) in [
+        (DType::U8, Layout::Nchw, false),
+        (DType::F16, Layout::Nhwc, true),
+        (DType::BF16, Layout::Nchw, true),
+        (DType::F32, Layout::Nhwc, false),
+    ] {
+        same_as_cpu(t, sample(), |b| {
+            let norm = (dtype != DType::U8).then_some(Normalize::IMAGENET);
+            b.dtype(dtype)
+                .layout(layout)
+                .antialias(aa)
+                .normalize(norm)
+                .flip_v(0.5)
+        });
+    }
+}
+
+fn multi_view(t: Target) {
+    same_as_cpu(t, sample(), |b| {
+        b.views(vec![
+            View {
+                height: 24,
+                width: 24,
+                transform: Transform::RANDOM_RESIZED_CROP,
+                flip_h: 0.5,
+                flip_v: 0.0,
+                count: 2,
+            },
+            View {
+                height: 16,
+                width: 20,
+                transform: Transform::CenterCrop { resize: 18 },
+                flip_h: 0.0,
+                flip_v: 0.0,
+                count: 1,
+            },
+        ])
+        .dtype(DType::F16)
+    });
+}
+
+/// A staging buffer that holds only a few crops: batches are launched in
+/// several parts. One smaller than any crop: every sample takes the
+/// CPU-augment-and-upload route. Neither may change a single element.
+fn small_staging(t: Target) {
+    let s = same_as_cpu(t, sample(), |b| b.staging_bytes(8 << 20));
+    assert_eq!((s.launches, s.host_augmented), (s.batches, 0));
+    // Crops of the ~500x333 sample photos are 20-500 KB.
+    let s = same_as_cpu(t, sample(), |b| b.staging_bytes(600_000));
+    assert!(s.launches > s.batches, "{s:?}");
+    let s = same_as_cpu(t, sample(), |b| b.staging_bytes(64));
+    assert_eq!(s.host_augmented, s.samples, "{s:?}");
+}
+
+fn corrupt_files_are_skipped_alike(t: Target) {
+    let (dir, _good, _bad) = common::corrupt_dataset();
+    same_as_cpu(t, Source::image_folder(dir.path()).unwrap(), |b| b);
+}
+
+/// The trainer may keep `prefetch + 1` batches; asking for one more while
+/// holding them all is an error (waiting would deadlock), and dropping one
+/// lets the epoch go on.
+fn slots_are_fixed(t: Target) {
+    let mut p = base(sample(), t.device).prefetch(1).build().unwrap();
+    let mem = p.memory();
+    assert_eq!(mem.slots, 2);
+    let mut it = p.epoch(0);
+    let a = it.next().unwrap().unwrap();
+    let b = it.next().unwrap().unwrap();
+    let err = it.next().unwrap().unwrap_err();
+    assert!(err.to_string().contains("held by the trainer"), "{err}");
+    drop((a, b));
+    drop(it);
+    let n: usize = p.epoch(1).map(|b| b.unwrap().len()).sum();
+    assert_eq!(n, 28);
+    assert_eq!(p.memory(), mem, "pools never grow");
+}
+
+macro_rules! device_test {
+    ($body:ident, $emu:ident, $gpu:ident) => {
+        #[cfg(feature = "kernel-emu")]
+        #[test]
+        fn $emu() {
+            $body(Target {
+                device: Device::Emulated,
+                exact: true,
+            });
+        }
+
+        #[test]
+        fn $gpu() {
+            if let Some(t) = gpu_or_skip(stringify!($gpu)) {
+                $body(t);
+            }
+        }
+    };
+}
+
+device_test!(rrc_f32, emu_rrc_f32, gpu_rrc_f32);
+device_test!(
+    dtypes_layouts_antialias,
+    emu_dtypes_layouts_antialias,
+    gpu_dtypes_layouts_antialias
+);
+device_test!(multi_view, emu_multi_view, gpu_multi_view);
+device_test!(small_staging, emu_small_staging, gpu_small_staging);
+device_test!(
+    corrupt_files_are_skipped_alike,
+    emu_corrupt_files_are_skipped_alike,
+    gpu_corrupt_files_are_skipped_alike
+);
+device_test!(slots_are_fixed, emu_slots_are_fixed, gpu_slots_are_fixed);
