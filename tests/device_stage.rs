@@ -240,3 +240,13 @@ device_test!(
     gpu_corrupt_files_are_skipped_alike
 );
 device_test!(slots_are_fixed, emu_slots_are_fixed, gpu_slots_are_fixed);
+
+/// Trainers move pipelines and batches across threads (a loader thread, a
+/// training thread); the CUDA types inside must not prevent it.
+#[test]
+fn pipeline_and_batch_are_send() {
+    fn send<T: Send>() {}
+    send::<Pipeline>();
+    send::<gpufeed::Batch>();
+    send::<Tensor>();
+}

@@ -35,6 +35,8 @@ pub struct Epoch<'a> {
     in_flight: usize,
     pending: BTreeMap<usize, Done>,
     current: Option<Partial>,
+    /// The first good sample after a full batch, held for the next batch.
+    carry: Option<Done>,
     finished: bool,
 }
 
@@ -65,6 +67,7 @@ impl<'a> Epoch<'a> {
             in_flight: 0,
             pending: BTreeMap::new(),
             current: None,
+            carry: None,
             finished: false,
         }
     }
@@ -185,9 +188,9 @@ impl<'a> Epoch<'a> {
         let cfg = &self.p.shared.config;
         let n = part.labels.len();
         if n == 0 {
-            // Only failures since the last batch and the epoch is over: the
-            // errors were counted; there is no batch to attach them to. A
-            // slot taken for it goes back unused.
+            // No sample of the epoch decoded (failures ride on the next
+            // batch, so this is the only way to get here): they were
+            // counted in the stats. A slot taken for it goes back unused.
             if let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage) {
                 let _ = stage.home().try_send(slot);
             }
@@ -234,7 +237,8 @@ impl<'a> Epoch<'a> {
             keys: part.keys,
             indices: part.indices,
             epoch: self.epoch,
-            resume_position: self.assembled,
+            // A carried sample was assembled but belongs to the next batch.
+            resume_position: self.assembled - usize::from(self.carry.is_some()),
             skipped: part.skipped,
             recycle: Some(self.p.batches.0.clone()),
             slot,
@@ -243,23 +247,42 @@ impl<'a> Epoch<'a> {
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
         let batch_size = self.p.shared.config.batch_size;
+        if let Some(done) = self.carry.take() {
+            self.take(done)?;
+        }
         loop {
             self.top_up()?;
             while let Some(done) = self.pending.remove(&self.assembled) {
                 self.assembled += 1;
-                self.take(done)?;
-                if self
+                let full = self
                     .current
                     .as_ref()
-                    .is_some_and(|p| p.labels.len() == batch_size)
-                {
+                    .is_some_and(|p| p.labels.len() == batch_size);
+                // A full batch is handed out only when the next good sample
+                // arrives (or the epoch ends), so the failures between them
+                // ride on it: every skipped file is reported on some batch.
+                if full && matches!(done.result, Some(Ok(_))) {
+                    self.carry = Some(done);
                     return self.finish_batch();
                 }
+                self.take(done)?;
             }
             if self.assembled == self.order.len() {
-                let full = self.p.shared.config.drop_last;
-                let batch = self.finish_batch()?;
-                return Ok(if full { None } else { batch });
+                let short = self
+                    .current
+                    .as_ref()
+                    .is_some_and(|p| p.labels.len() < batch_size);
+                if short && self.p.shared.config.drop_last {
+                    // Its samples are dropped by request; its failures were
+                    // counted in the stats.
+                    if let Some(mut part) = self.current.take()
+                        && let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage)
+                    {
+                        let _ = stage.home().try_send(slot);
+                    }
+                    return Ok(None);
+                }
+                return self.finish_batch();
             }
             // Assembling freed window space: refill it before blocking, or
             // an empty pipeline would wait on itself.
