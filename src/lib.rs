@@ -76,5 +76,6 @@ pub use error::{Error, ErrorKind, Result, SampleError};
 pub use pipeline::{
     Batch, Device, Epoch, Memory, OnError, Pipeline, PipelineBuilder, Stats, Tensor,
 };
+pub use reader::{FileReader, ReadBytes};
 pub use sampler::{Sampler, ShardMode};
 pub use source::{Sample, Source};

@@ -12,6 +12,27 @@ use std::path::Path;
 
 use crate::error::SampleError;
 
+/// Where reader threads get a sample's bytes. The default, [`FileReader`],
+/// reads the local file system; another implementation can serve an object
+/// store or an archive, and the tests use one to inject faults (EIO, short
+/// reads, latency).
+pub trait ReadBytes: Send + Sync + std::fmt::Debug {
+    /// Replace the contents of `buf` with the bytes of `path`, refusing
+    /// more than `max_bytes` with [`SampleError::FileTooLarge`]. Called
+    /// concurrently from the reader threads.
+    fn read(&self, path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError>;
+}
+
+/// Whole files with one `fstat` and positioned reads (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileReader;
+
+impl ReadBytes for FileReader {
+    fn read(&self, path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError> {
+        read_file(path, buf, max_bytes)
+    }
+}
+
 /// Read all of `path` into `buf` (cleared first), refusing files over
 /// `max_bytes`.
 pub(crate) fn read_file(path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError> {

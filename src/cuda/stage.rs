@@ -317,7 +317,7 @@ impl CudaEngine {
                 }
             }?;
         }
-        if let Some(r) = labels {
+        if let Some(r) = labels.filter(|r| !r.is_empty()) {
             assert!(r.len() <= slot.labels.num_bytes());
             let (src, _r) = slot.staging.device_ptr(s);
             let (dst, _w) = slot.labels.device_ptr_mut(s);

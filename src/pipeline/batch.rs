@@ -328,7 +328,8 @@ impl Batch {
         self.labels.len()
     }
 
-    /// True for a batch without images (never yielded by a pipeline).
+    /// True for a batch without images: yielded only when no sample of an
+    /// epoch could be used, to carry the errors in [`skipped`](Self::skipped).
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

@@ -1,6 +1,6 @@
 //! `Pipeline::builder()`: every setting, its default, and validation.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use super::Pipeline;
 use super::gpu::Engine;
@@ -9,6 +9,7 @@ use crate::cuda::stage::CudaEngine;
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
+use crate::reader::{FileReader, ReadBytes};
 use crate::sampler::{Sampler, ShardMode};
 use crate::source::Source;
 
@@ -106,6 +107,7 @@ pub struct PipelineBuilder {
     apply_orientation: bool,
     cpu_backend: CpuBackend,
     staging_bytes: Option<usize>,
+    io: Arc<dyn ReadBytes>,
 }
 
 impl Default for PipelineBuilder {
@@ -138,6 +140,7 @@ impl Default for PipelineBuilder {
             apply_orientation: true,
             cpu_backend: CpuBackend::Zune,
             staging_bytes: None,
+            io: Arc::new(FileReader),
         }
     }
 }
@@ -322,6 +325,13 @@ impl PipelineBuilder {
         self
     }
 
+    /// Where the reader threads get bytes. Default [`FileReader`] (the
+    /// local file system).
+    pub fn read_bytes(mut self, io: impl ReadBytes + 'static) -> Self {
+        self.io = Arc::new(io);
+        self
+    }
+
     /// Check the settings, pick the device and start the threads.
     pub fn build(self) -> Result<Pipeline> {
         let bad = |m: String| Err(Error::Config(m));
@@ -365,6 +375,11 @@ impl PipelineBuilder {
                 || n.mean.iter().any(|m| !m.is_finite()))
         {
             return bad(format!("normalize std must be positive and finite: {n:?}"));
+        }
+        if let Some(b) = self.staging_bytes
+            && !(1..=1 << 40).contains(&b)
+        {
+            return bad(format!("staging_bytes {b} outside 1..=2^40"));
         }
         if self.max_pixels == 0 {
             return bad("max_pixels must be at least 1".into());
@@ -422,7 +437,7 @@ impl PipelineBuilder {
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
             region_limit: None,
         };
-        Pipeline::start(source, sampler, config, decoders, engine)
+        Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }
 }
 

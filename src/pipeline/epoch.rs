@@ -187,10 +187,9 @@ impl<'a> Epoch<'a> {
         };
         let cfg = &self.p.shared.config;
         let n = part.labels.len();
-        if n == 0 {
-            // No sample of the epoch decoded (failures ride on the next
-            // batch, so this is the only way to get here): they were
-            // counted in the stats. A slot taken for it goes back unused.
+        if n == 0 && part.skipped.is_empty() {
+            // Nothing to deliver or report (an empty shard). A slot taken
+            // for it goes back unused.
             if let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage) {
                 let _ = stage.home().try_send(slot);
             }

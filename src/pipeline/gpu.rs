@@ -187,6 +187,17 @@ impl std::fmt::Debug for DeviceStage {
     }
 }
 
+/// Host memory standing in for pinned + device memory; a failed
+/// allocation is an error like a failed cuMemHostAlloc, not an abort.
+#[cfg(feature = "kernel-emu")]
+fn emu_alloc(n: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|e| Error::Device(format!("allocate {n} bytes of emulated staging: {e}")))?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
 fn kernel_index(dtype: DType, layout: Layout) -> usize {
     let d = match dtype {
         DType::U8 => 0,
@@ -226,7 +237,7 @@ impl DeviceStage {
                 }
                 #[cfg(feature = "kernel-emu")]
                 Engine::Emu => (
-                    SlotMem::Emu(vec![0; layout.total]),
+                    SlotMem::Emu(emu_alloc(layout.total)?),
                     outs.iter()
                         .map(|&(d, n)| Storage::Host(TensorData::zeros(d, n)))
                         .collect(),

@@ -68,6 +68,7 @@ impl Pipeline {
         mut config: Config,
         decoders: Vec<CpuDecoder>,
         engine: Option<Engine>,
+        io: Arc<dyn crate::reader::ReadBytes>,
     ) -> Result<Pipeline> {
         let window = config.window();
         // Slots: the batch being assembled plus `prefetch` the trainer may
@@ -80,6 +81,7 @@ impl Pipeline {
             source,
             counters: Counters::default(),
             generation: AtomicU64::new(0),
+            io,
             config,
         });
         let pools = Pools {

@@ -26,7 +26,7 @@ use crate::augment::params::sample_params;
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
-use crate::reader::read_file;
+use crate::reader::ReadBytes;
 use crate::source::Source;
 
 /// State shared by the pipeline, its epochs and its threads.
@@ -38,6 +38,7 @@ pub(crate) struct Shared {
     /// Bumped when an epoch is abandoned: tasks of an older generation are
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
+    pub(crate) io: Arc<dyn ReadBytes>,
 }
 
 impl Shared {
@@ -108,7 +109,7 @@ pub(crate) fn reader_loop(
         let path = &shared.source.samples()[task.index as usize].path;
         let t0 = Instant::now();
         let res = catch_unwind(AssertUnwindSafe(|| {
-            read_file(path, &mut buf, shared.config.max_file_bytes)
+            shared.io.read(path, &mut buf, shared.config.max_file_bytes)
         }))
         .unwrap_or_else(|_| Err(SampleError::Panic("reader".into())));
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
