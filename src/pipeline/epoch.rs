@@ -147,12 +147,10 @@ impl<'a> Epoch<'a> {
                             let n = src.as_bytes().len();
                             dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
                         }
-                        let _ = p.pools.samples.0.try_send(data);
                     }
                     (Output::Host(data), Some(stage), Some(slot)) => {
                         stage.put_host(cfg, slot, i, &data)?;
                         Counters::add(&p.shared.counters.host_augmented, 1);
-                        let _ = p.pools.samples.0.try_send(data);
                     }
                     (Output::Region(r), Some(stage), Some(slot)) => {
                         let n = stage.put_region(cfg, slot, i, &r)?;
@@ -327,10 +325,7 @@ impl Drop for Epoch<'_> {
         self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
         while self.in_flight > 0 {
             match self.p.done.recv() {
-                Ok(done) => {
-                    if let Some(Ok(Output::Host(data))) = done.result {
-                        let _ = self.p.pools.samples.0.try_send(data);
-                    }
+                Ok(_) => {
                     self.in_flight -= 1;
                 }
                 Err(_) => break,

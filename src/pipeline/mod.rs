@@ -40,7 +40,6 @@ pub struct Pipeline {
     sampler: Sampler,
     tasks: Option<Sender<Task>>,
     done: Receiver<Done>,
-    pools: Pools,
     batches: (Sender<Vec<TensorData>>, Receiver<Vec<TensorData>>),
     /// The device stage, when batches are produced on a GPU.
     stage: Option<DeviceStage>,
@@ -82,11 +81,11 @@ impl Pipeline {
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             io,
+            high_water: Default::default(),
             config,
         });
         let pools = Pools {
             bytes: bounded(window),
-            samples: bounded(window),
         };
         let (task_tx, task_rx) = unbounded::<Task>();
         let (read_tx, read_rx) = unbounded();
@@ -130,7 +129,6 @@ impl Pipeline {
             sampler,
             tasks: Some(task_tx),
             done: done_rx,
-            pools,
             batches,
             stage,
             threads,

@@ -12,7 +12,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -39,6 +39,24 @@ pub(crate) struct Shared {
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
     pub(crate) io: Arc<dyn ReadBytes>,
+    /// Largest file read and image decoded so far: pooled buffers are grown
+    /// to these as soon as they cycle, so the pools reach their final size
+    /// within the first epoch instead of creeping up over many (issue 7,
+    /// flat memory).
+    pub(crate) high_water: [AtomicUsize; 2],
+}
+
+const FILE: usize = 0;
+const PIXELS: usize = 1;
+
+impl Shared {
+    /// Note a buffer's need and grow it to the high-water mark.
+    fn size(&self, which: usize, buf: &mut Vec<u8>, need: usize) {
+        let hw = self.high_water[which]
+            .fetch_max(need, Ordering::Relaxed)
+            .max(need);
+        buf.reserve_exact(hw.saturating_sub(buf.len()));
+    }
 }
 
 impl Shared {
@@ -86,7 +104,6 @@ pub(crate) struct Done {
 #[derive(Debug, Clone)]
 pub(crate) struct Pools {
     pub(crate) bytes: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    pub(crate) samples: (Sender<SampleData>, Receiver<SampleData>),
 }
 
 pub(crate) fn reader_loop(
@@ -115,6 +132,8 @@ pub(crate) fn reader_loop(
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
         let bytes = res.map(|()| {
             Counters::add(&shared.counters.bytes_read, buf.len() as u64);
+            let n = buf.len();
+            shared.size(FILE, &mut buf, n);
             buf
         });
         if out.send(Read { task, bytes }).is_err() {
@@ -144,7 +163,7 @@ pub(crate) fn worker_loop(
         } else {
             Some(bytes.and_then(|b| {
                 let r = catch_unwind(AssertUnwindSafe(|| {
-                    process(&shared, &pools, &mut decoder, &mut scratch, task, &b)
+                    process(&shared, &mut decoder, &mut scratch, task, &b)
                 }))
                 .unwrap_or_else(|_| {
                     // The scratch may be half-written: start afresh.
@@ -170,7 +189,6 @@ pub(crate) fn worker_loop(
 
 fn process(
     shared: &Shared,
-    pools: &Pools,
     decoder: &mut CpuDecoder,
     s: &mut Scratch,
     task: Task,
@@ -183,6 +201,8 @@ fn process(
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
     decoder.decode(bytes, &header, &mut s.image)?;
+    let n = s.image.data.len();
+    shared.size(PIXELS, &mut s.image.data, n);
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);
 
@@ -217,11 +237,11 @@ fn process(
             height: region.height,
             data: region.pixels,
         };
-        let out = augment_on_cpu(shared, pools, &mut s.resampler, &img, &region.params);
+        let out = augment_on_cpu(shared, &mut s.resampler, &img, &region.params);
         Counters::add_time(&c.augment_ns, t2.elapsed());
         return Ok(Output::Host(out));
     }
-    let out = augment_on_cpu(shared, pools, &mut s.resampler, &s.image, &params);
+    let out = augment_on_cpu(shared, &mut s.resampler, &s.image, &params);
     Counters::add_time(&c.augment_ns, t2.elapsed());
     Ok(Output::Host(out))
 }
@@ -229,14 +249,17 @@ fn process(
 /// The CPU reference over every draw of one sample.
 fn augment_on_cpu(
     shared: &Shared,
-    pools: &Pools,
     resampler: &mut Resampler,
     img: &crate::decode::Image,
     params: &[crate::augment::params::SampleParams],
 ) -> SampleData {
     let cfg = &shared.config;
-    let mut out = pools.samples.1.try_recv().unwrap_or_default();
-    out.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
+    // Not pooled: a pool of these would grow with the most samples ever
+    // in flight at once, creeping up over epochs; a fresh allocation per
+    // sample is cheap next to decoding it and is freed when it is batched.
+    let mut out: SampleData = (0..cfg.views.len())
+        .map(|_| TensorData::zeros(cfg.dtype, 0))
+        .collect();
     let mut draws = params.iter();
     for (view, data) in cfg.views.iter().zip(out.iter_mut()) {
         let n = view.sample_len();

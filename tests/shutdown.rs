@@ -1,0 +1,119 @@
+//! Shutdown (issue 7): 200 create / iterate / drop cycles, mid-epoch, with
+//! batches in flight and with the consumer still holding batches. Every
+//! drop must return promptly (a watchdog aborts on a hang), and at the end
+//! the thread count is back to where it started and RSS has not grown.
+//! One test in its own binary, so no other test's threads are counted.
+
+mod common;
+#[path = "common/proc.rs"]
+mod proc_;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gpufeed::{Device, Pipeline, Source};
+
+/// A cycle that takes longer than this is a hang.
+const HANG: Duration = Duration::from_secs(120);
+
+fn devices() -> Vec<Device> {
+    let mut d = vec![Device::Cpu];
+    if cfg!(feature = "kernel-emu") {
+        #[cfg(feature = "kernel-emu")]
+        d.push(Device::Emulated);
+    }
+    if gpufeed::cuda::devices().is_ok() {
+        d.push(Device::Cuda(0));
+    }
+    d
+}
+
+#[test]
+fn two_hundred_create_iterate_drop_cycles() {
+    let (tick, ticks) = mpsc::channel::<usize>();
+    std::thread::spawn(move || {
+        let mut last = 0;
+        loop {
+            match ticks.recv_timeout(HANG) {
+                Ok(i) => last = i,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    eprintln!("shutdown cycle {last} hung for {HANG:?}");
+                    std::process::abort();
+                }
+            }
+        }
+    });
+    let source = Source::image_folder(common::sample_dir()).unwrap();
+    let devices = devices();
+    let threads_before = proc_::threads();
+    let mut rss_after_warmup = 0;
+    let mut worst_drop = Duration::ZERO;
+    for i in 0..200 {
+        tick.send(i).unwrap();
+        let mut p = Pipeline::builder()
+            .source(source.clone())
+            .device(devices[i % devices.len()])
+            .batch_size(4)
+            .readers(2)
+            .workers(2)
+            .prefetch(2)
+            .output_size(16, 16)
+            .seed(i as u64)
+            .build()
+            .unwrap();
+        let mut held = Vec::new();
+        let t0;
+        match i % 4 {
+            // Built and dropped without an epoch.
+            0 => t0 = Instant::now(),
+            // One batch held by the consumer past the end of the pipeline.
+            1 => {
+                let mut e = p.epoch(0);
+                held.push(e.next().unwrap().unwrap());
+                t0 = Instant::now();
+                drop(e);
+            }
+            // Abandon an epoch mid-way, start another, abandon it too.
+            2 => {
+                let mut e = p.epoch(0);
+                let _ = e.next().unwrap().unwrap();
+                let _ = e.next().unwrap().unwrap();
+                drop(e);
+                let mut e = p.epoch(1);
+                held.push(e.next().unwrap().unwrap());
+                t0 = Instant::now();
+                drop(e);
+            }
+            // A whole epoch.
+            _ => {
+                let n: usize = p.epoch(0).map(|b| b.unwrap().len()).sum();
+                assert_eq!(n, 28);
+                t0 = Instant::now();
+            }
+        }
+        drop(p);
+        drop(held);
+        worst_drop = worst_drop.max(t0.elapsed());
+        if i == 19 {
+            rss_after_warmup = proc_::rss_kib();
+        }
+    }
+    drop(tick);
+    let threads_after = proc_::threads();
+    let rss_end = proc_::rss_kib();
+    println!(
+        "shutdown: 200 cycles on {devices:?}: threads {threads_before} -> {threads_after}, \
+         RSS after cycle 20 {rss_after_warmup} KiB -> after cycle 200 {rss_end} KiB, \
+         slowest drop {worst_drop:?}"
+    );
+    // The watchdog thread may still be alive (it exits on its next wake).
+    assert!(
+        threads_after <= threads_before,
+        "threads leaked: {threads_before} -> {threads_after}"
+    );
+    assert!(
+        rss_end <= rss_after_warmup + 16 * 1024,
+        "RSS grew {rss_after_warmup} -> {rss_end} KiB over 180 cycles"
+    );
+}
