@@ -65,6 +65,8 @@ pub mod augment;
 pub mod cuda;
 pub mod decode;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod jpeg;
 mod pipeline;
 mod reader;

@@ -187,3 +187,140 @@ fn tricky_files_decode_or_fail_typed() {
 fn fuzz_files_decode_or_fail_typed() {
     check_folder("fuzz");
 }
+
+#[test]
+fn photos_decode_or_fail_typed() {
+    check_folder("photos");
+}
+
+/// Files that are not JPEGs, or not files: what a real dataset folder
+/// accumulates. Returns (sample paths, temp dir keeping them alive).
+fn hostile_extras() -> (Vec<PathBuf>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut out = Vec::new();
+    let mut add = |name: &str, bytes: Option<&[u8]>| {
+        let p = d.join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&p, b).unwrap();
+        }
+        out.push(p);
+    };
+    // A real PNG (the sample dataset's PNG fixtures are not JPEGs).
+    add(
+        "image.png.jpg",
+        Some(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde"),
+    );
+    add("empty.jpg", Some(b""));
+    add("soi-only.jpg", Some(b"\xFF\xD8"));
+    let mut zeros =
+        b"\xFF\xD8\xFF\xE0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00".to_vec();
+    zeros.resize(1 << 20, 0);
+    add("header-then-zeros.jpg", Some(&zeros));
+    std::fs::create_dir(d.join("a-directory.jpg")).unwrap();
+    add("a-directory.jpg", None);
+    std::os::unix::fs::symlink(d.join("a-directory.jpg"), d.join("link-to-dir.jpg")).unwrap();
+    add("link-to-dir.jpg", None);
+    std::os::unix::fs::symlink(d.join("nowhere.jpg"), d.join("dangling.jpg")).unwrap();
+    add("dangling.jpg", None);
+    add("missing.jpg", None);
+    // 1 GiB: sparse, so creating it costs nothing; the reader must refuse
+    // it from its size (max_file_bytes, 256 MiB default) without reading.
+    let big = std::fs::File::create(d.join("one-gib.jpg")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    add("one-gib.jpg", None);
+    (out, dir)
+}
+
+/// Issue 7's report: every file of the corpus (tricky, fuzz, photos) plus
+/// hostile non-JPEG entries through the full pipeline, on every backend
+/// this machine has. A watchdog aborts when no batch arrives for `LIMIT`
+/// (a hang); every file must end delivered or as a typed, named error.
+#[test]
+fn whole_corpus_through_the_pipeline() {
+    let Some(corpus) = common::corpus("whole_corpus_through_the_pipeline") else {
+        return;
+    };
+    let mut files = Vec::new();
+    for sub in ["tricky", "fuzz", "photos"] {
+        all_files(&corpus.join(sub), &mut files);
+    }
+    let (extras, _keep) = hostile_extras();
+    files.extend(extras);
+    let mut devices = vec![Device::Cpu];
+    #[cfg(feature = "kernel-emu")]
+    devices.push(Device::Emulated);
+    if gpufeed::cuda::devices().is_ok() {
+        devices.push(Device::Cuda(0));
+    }
+    let mut reports = Vec::new();
+    for device in devices {
+        let samples = files
+            .iter()
+            .map(|p| Sample {
+                path: p.clone(),
+                label: 0,
+            })
+            .collect();
+        let mut pipeline = Pipeline::builder()
+            .source(Source::from_samples(&corpus, samples).unwrap())
+            .batch_size(64)
+            .output_size(32, 32)
+            .device(device)
+            .on_error(OnError::Skip)
+            .shuffle(false)
+            .build()
+            .unwrap();
+        let (tick, ticks) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            loop {
+                match ticks.recv_timeout(LIMIT) {
+                    Ok(()) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    Err(_) => {
+                        eprintln!("whole corpus on {device:?}: no batch for {LIMIT:?}: hang");
+                        std::process::abort();
+                    }
+                }
+            }
+        });
+        let (mut decoded, mut errors, mut contained) = (0usize, 0usize, 0usize);
+        let mut seen = std::collections::HashSet::new();
+        for batch in pipeline.epoch(0) {
+            let batch = batch.unwrap();
+            tick.send(()).unwrap();
+            decoded += batch.len();
+            seen.extend(batch.keys().iter().cloned());
+            for e in batch.skipped() {
+                let gpufeed::Error::Sample { path, source } = e else {
+                    panic!("not a per-sample error: {e}")
+                };
+                assert!(
+                    seen.insert(path.clone()),
+                    "{} reported twice",
+                    path.display()
+                );
+                errors += 1;
+                contained += usize::from(matches!(source, gpufeed::SampleError::Panic(_)));
+            }
+        }
+        drop(tick);
+        watchdog.join().unwrap();
+        assert_eq!(
+            decoded + errors,
+            files.len(),
+            "{device:?}: every file accounted for"
+        );
+        assert_eq!(seen.len(), files.len());
+        let line = format!(
+            "{device:?}: {} files: {decoded} decoded, {errors} typed errors ({contained} of \
+             them contained decoder panics), 0 panics, 0 timeouts",
+            files.len()
+        );
+        println!("{line}");
+        reports.push((decoded, errors));
+    }
+    // Backends decode the same files: the device stage changes where
+    // pixels are augmented, not which files decode.
+    assert!(reports.windows(2).all(|w| w[0] == w[1]), "{reports:?}");
+}

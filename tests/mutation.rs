@@ -1,0 +1,182 @@
+//! Seeded random mutation of real JPEGs through the fuzz harnesses (issue
+//! 7): the CI stand-in for `cargo fuzz`, which needs a nightly toolchain.
+//! Same targets (`gpufeed::fuzz`), fixed seed, a fixed number of inputs:
+//! every run tests the same inputs, and any panic names a file to replay.
+//!
+//! `GPUFEED_MUTATIONS=N` changes the number of inputs per target (default
+//! 100 000 for the parsers, a tenth of that for decode).
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{Rng, SeedableRng};
+
+/// Seed inputs: small files of the shared corpus's fuzz and tricky folders
+/// when present, and the repository's own fixtures always.
+fn seeds() -> Vec<Vec<u8>> {
+    let mut files = Vec::new();
+    let walk = |dir: &Path, files: &mut Vec<PathBuf>| {
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if e.metadata().is_ok_and(|m| m.len() <= 64 << 10) {
+                    files.push(p);
+                }
+            }
+        }
+    };
+    if let Some(corpus) = common::corpus("mutation seeds") {
+        walk(&corpus.join("fuzz"), &mut files);
+        walk(&corpus.join("tricky"), &mut files);
+    }
+    walk(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
+        &mut files,
+    );
+    files.sort();
+    // A spread of at most 400 seeds keeps the run short and deterministic.
+    let step = files.len().div_ceil(400).max(1);
+    files
+        .iter()
+        .step_by(step)
+        .filter_map(|p| std::fs::read(p).ok())
+        .filter(|b| !b.is_empty())
+        .collect()
+}
+
+/// One structural mutation of `b`, like a fuzzer's havoc stage, with
+/// JPEG-aware moves (markers, big segment lengths).
+fn mutate(rng: &mut ChaCha8Rng, b: &mut Vec<u8>) {
+    let n = b.len().max(1);
+    let at = rng.next_u64() as usize % n;
+    match rng.next_u32() % 9 {
+        0 => {
+            if let Some(x) = b.get_mut(at) {
+                *x ^= 1 << (rng.next_u32() % 8);
+            }
+        }
+        1 => {
+            if let Some(x) = b.get_mut(at) {
+                *x = rng.next_u32() as u8;
+            }
+        }
+        2 => {
+            let m =
+                [0xC0, 0xC2, 0xC4, 0xDA, 0xDB, 0xDD, 0xE1, 0xD9, 0xFF][rng.next_u32() as usize % 9];
+            b.splice(at.min(b.len())..at.min(b.len()), [0xFF, m]);
+        }
+        3 => {
+            let end = (at + 1 + rng.next_u32() as usize % 64).min(b.len());
+            b.drain(at.min(end)..end);
+        }
+        4 => {
+            let end = (at + 1 + rng.next_u32() as usize % 256).min(b.len());
+            let chunk = b[at.min(end)..end].to_vec();
+            let to = rng.next_u64() as usize % (b.len() + 1);
+            b.splice(to..to, chunk);
+        }
+        5 => b.truncate(at),
+        6 => {
+            // A segment length of 0, 1, 2 or huge.
+            let v = [0u16, 1, 2, 0xFFFF][rng.next_u32() as usize % 4].to_be_bytes();
+            if at + 2 <= b.len() {
+                b[at..at + 2].copy_from_slice(&v);
+            }
+        }
+        7 => {
+            // Dimensions: zero, one, or enormous.
+            let v = [0u16, 1, 0x7FFF, 0xFFFF][rng.next_u32() as usize % 4].to_be_bytes();
+            if at + 2 <= b.len() {
+                b[at..at + 2].copy_from_slice(&v);
+            }
+        }
+        _ => {
+            let k = 1 + rng.next_u32() as usize % 16;
+            for _ in 0..k {
+                let i = rng.next_u64() as usize % n;
+                if let Some(x) = b.get_mut(i) {
+                    *x = x.wrapping_add(rng.next_u32() as u8);
+                }
+            }
+        }
+    }
+}
+
+fn count(default: usize) -> usize {
+    std::env::var("GPUFEED_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(default, |n| if default < 100_000 { n / 10 } else { n })
+}
+
+/// Run `target` on `n` mutated inputs; a panic saves the input under
+/// target/mutation-crashes/ and fails with its path.
+fn run(name: &str, n: usize, target: impl Fn(&[u8]) -> bool) {
+    let seeds = seeds();
+    assert!(!seeds.is_empty());
+    let mut rng = ChaCha8Rng::seed_from_u64(0x6770_6665_6564);
+    let mut accepted = 0;
+    for i in 0..n {
+        let mut input = seeds[i % seeds.len()].clone();
+        for _ in 0..1 + rng.next_u32() % 4 {
+            mutate(&mut rng, &mut input);
+        }
+        match catch_unwind(AssertUnwindSafe(|| target(&input))) {
+            Ok(ok) => accepted += usize::from(ok),
+            Err(p) => {
+                let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mutation-crashes");
+                std::fs::create_dir_all(&dir).unwrap();
+                let file = dir.join(format!("{name}-{i}.jpg"));
+                std::fs::write(&file, &input).unwrap();
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                panic!(
+                    "{name}: input {i} panicked ({msg}); saved to {}",
+                    file.display()
+                );
+            }
+        }
+    }
+    println!(
+        "mutation {name}: {n} inputs from {} seeds, {accepted} accepted, 0 panics",
+        seeds.len()
+    );
+}
+
+#[test]
+fn header_parser_survives_mutations() {
+    run("header", count(100_000), |b| {
+        gpufeed::fuzz::header(b).is_some()
+    });
+}
+
+#[test]
+fn exif_reader_survives_mutations() {
+    // The TIFF payload of real files sits after "Exif\0\0" in APP1; the
+    // mutated whole file exercises the reader on every offset structure.
+    run("exif", count(100_000), |b| {
+        let tiff = b
+            .windows(6)
+            .position(|w| w == b"Exif\0\0")
+            .map_or(b, |i| &b[i + 6..]);
+        gpufeed::fuzz::exif(tiff);
+        true
+    });
+}
+
+#[test]
+fn decode_route_survives_mutations() {
+    run("decode", count(10_000), gpufeed::fuzz::decode);
+}
