@@ -23,7 +23,7 @@ cp target/release/gpufeed "$out/bin/"
 
 # Test executables that hold GPU or NVRTC tests (the others are CPU-only and
 # run in CI), found from cargo's JSON messages.
-cargo test --release --locked --no-run --lib --test kernels --test nvjpeg --test device_stage --message-format=json 2>/dev/null |
+cargo test --release --locked --no-run --lib --test kernels --test nvjpeg --test device_stage --test nvjpeg_decode --test corpus --test shutdown --test memory --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys, shutil, os
 out = sys.argv[1]
@@ -64,6 +64,13 @@ GPUFEED_REQUIRE_NVJPEG=1 run nvjpeg "$here/bin/test-nvjpeg" --test-threads=1
 # The pipeline's device stage against the CPU backend (needs data/sample
 # under the current directory: run from a checkout of the repository).
 run device-stage "$here/bin/test-device_stage" gpu_ --test-threads=1
+# nvJPEG against the CPU decoder, and the reliability checks with the GPU
+# backend included (they need the corpus: GPUFEED_CORPUS, default
+# ../shared/testdata relative to the build tree, else set it).
+GPUFEED_REQUIRE_NVJPEG=1 run nvjpeg-decode "$here/bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+run corpus "$here/bin/test-corpus" whole_corpus --nocapture
+run shutdown "$here/bin/test-shutdown" --nocapture
+run memory "$here/bin/test-memory" --nocapture
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     run "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \

@@ -16,11 +16,16 @@ use gpufeed::{
 };
 use half::{bf16, f16};
 
-/// Where the device instance runs.
+/// Where the device instance runs, and how it decodes.
 #[derive(Clone, Copy)]
 struct Target {
     device: Device,
     exact: bool,
+    /// nvJPEG route (the emulated device decodes it with the CPU decoder
+    /// into its arena; bit-exact). On a real GPU nvJPEG's colour conversion
+    /// differs from the CPU decoder's, so GPU instances compare the CPU
+    /// decode route and tests/nvjpeg_decode.rs checks nvJPEG by PSNR.
+    gpu_decode: bool,
 }
 
 fn gpu_or_skip(test: &str) -> Option<Target> {
@@ -28,6 +33,7 @@ fn gpu_or_skip(test: &str) -> Option<Target> {
         Ok(_) => Some(Target {
             device: Device::Cuda(0),
             exact: false,
+            gpu_decode: false,
         }),
         Err(e) => {
             if std::env::var("GPUFEED_REQUIRE_GPU").as_deref() == Ok("1") {
@@ -86,7 +92,9 @@ fn same_as_cpu(
     f: impl Fn(PipelineBuilder) -> PipelineBuilder,
 ) -> gpufeed::Stats {
     let mut cpu = f(base(source.clone(), Device::Cpu)).build().unwrap();
-    let mut dev = f(base(source, target.device)).build().unwrap();
+    let mut dev = f(base(source, target.device).gpu_decode(target.gpu_decode))
+        .build()
+        .unwrap();
     assert_ne!(dev.backend(), "cpu");
     let stream = dev.cuda_context().map(|c| c.default_stream());
     for epoch in 0..2 {
@@ -124,7 +132,14 @@ fn sample() -> Source {
 }
 
 fn rrc_f32(t: Target) {
-    same_as_cpu(t, sample(), |b| b);
+    let s = same_as_cpu(t, sample(), |b| b);
+    let gpu_decoded = s.decoded_hardware + s.decoded_cuda + s.decoded_cpu_fallback;
+    // Every sample photo is 8-bit baseline without EXIF rotation.
+    assert_eq!(
+        gpu_decoded,
+        if t.gpu_decode { s.samples } else { 0 },
+        "{s:?}"
+    );
 }
 
 fn dtypes_layouts_antialias(t: Target) {
@@ -191,7 +206,11 @@ fn corrupt_files_are_skipped_alike(t: Target) {
 /// holding them all is an error (waiting would deadlock), and dropping one
 /// lets the epoch go on.
 fn slots_are_fixed(t: Target) {
-    let mut p = base(sample(), t.device).prefetch(1).build().unwrap();
+    let mut p = base(sample(), t.device)
+        .gpu_decode(t.gpu_decode)
+        .prefetch(1)
+        .build()
+        .unwrap();
     let mem = p.memory();
     assert_eq!(mem.slots, 2);
     let mut it = p.epoch(0);
@@ -206,15 +225,33 @@ fn slots_are_fixed(t: Target) {
     assert_eq!(p.memory(), mem, "pools never grow");
 }
 
+/// Abandoning epochs mid-batch, again and again, gives every slot back.
+fn abandoned_epochs_return_their_slots(t: Target) {
+    let mut p = base(sample(), t.device)
+        .gpu_decode(t.gpu_decode)
+        .build()
+        .unwrap();
+    for epoch in 0..10 {
+        let mut it = p.epoch(epoch);
+        drop(it.next().unwrap().unwrap());
+        drop(it);
+    }
+    let n: usize = p.epoch(10).map(|b| b.unwrap().len()).sum();
+    assert_eq!(n, 28);
+}
+
 macro_rules! device_test {
     ($body:ident, $emu:ident, $gpu:ident) => {
         #[cfg(feature = "kernel-emu")]
         #[test]
         fn $emu() {
-            $body(Target {
-                device: Device::Emulated,
-                exact: true,
-            });
+            for gpu_decode in [false, true] {
+                $body(Target {
+                    device: Device::Emulated,
+                    exact: true,
+                    gpu_decode,
+                });
+            }
         }
 
         #[test]
@@ -240,6 +277,11 @@ device_test!(
     gpu_corrupt_files_are_skipped_alike
 );
 device_test!(slots_are_fixed, emu_slots_are_fixed, gpu_slots_are_fixed);
+device_test!(
+    abandoned_epochs_return_their_slots,
+    emu_abandoned_epochs_return_their_slots,
+    gpu_abandoned_epochs_return_their_slots
+);
 
 /// Trainers move pipelines and batches across threads (a loader thread, a
 /// training thread); the CUDA types inside must not prevent it.

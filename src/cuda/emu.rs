@@ -44,18 +44,21 @@ pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {
 }
 
 /// Run the launches of one pipeline flush on the emulated device: `staging`
-/// holds the tiles and the pixels they point at, `outs[l.out]` is the
-/// output of launch `l` (`elem` bytes per element). Every tile is checked
-/// against both buffers first, so a packing bug is an error, not a wild
-/// read or write.
+/// holds the tiles, `sources` the buffers their pixels may come from,
+/// `outs[l.out]` is the output of launch `l` (`elem` bytes per element).
+/// Every tile is checked against those buffers first, so a packing bug is
+/// an error, not a wild read or write.
 pub(crate) fn run_launches(
     staging: &[u8],
+    sources: &[&[u8]],
     launches: &[StageLaunch],
     outs: &mut [&mut [u8]],
     elem: usize,
 ) -> Result<(), String> {
-    let lo = staging.as_ptr() as u64;
-    let hi = lo + staging.len() as u64;
+    let ranges: Vec<(u64, u64)> = sources
+        .iter()
+        .map(|s| (s.as_ptr() as u64, s.as_ptr() as u64 + s.len() as u64))
+        .collect();
     for l in launches {
         let n = l.params.n_tiles as usize;
         let bytes = staging
@@ -69,12 +72,12 @@ pub(crate) fn run_launches(
         let plane = l.params.out_w as u64 * l.params.out_h as u64;
         for t in &tiles {
             let end = t.src + t.src_pitch as u64 * t.src_height as u64;
-            if t.src < lo || end > hi {
+            let Some(&(_, hi)) = ranges.iter().find(|(lo, hi)| t.src >= *lo && end <= *hi) else {
                 return Err(format!(
-                    "tile source {:#x}..{end:#x} outside the staging",
+                    "tile source {:#x}..{end:#x} outside every buffer",
                     t.src
                 ));
-            }
+            };
             let last_row_end = t.src + (t.src_height.max(1) as u64 - 1) * t.src_pitch as u64;
             let need_x = (t.x.start as u64 + t.x.len as u64) * 3;
             let need_y = t.y.start as u64 + t.y.len as u64;
@@ -86,7 +89,7 @@ pub(crate) fn run_launches(
             }
         }
         // SAFETY: checked above: every tile's source (pitch * height bytes)
-        // lies inside `staging`, its window inside the source, and its
+        // lies inside one of `sources`, its window inside the source, and its
         // output inside `out`; `which` matches the element size of `out`
         // by construction of the launch (the caller's dtype).
         unsafe { augment(l.which, &tiles, l.params, out) };

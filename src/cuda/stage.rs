@@ -142,6 +142,10 @@ impl Drop for Pinned {
 pub(crate) struct CudaSlot {
     pinned: Pinned,
     staging: CudaSlice<u8>,
+    /// Where nvJPEG writes decoded images (RGB interleaved) for the kernel.
+    arena: CudaSlice<u8>,
+    /// Compressed bytes handed to nvJPEG, kept until `ready` completes.
+    jpegs: Vec<Vec<u8>>,
     labels: CudaSlice<u32>,
     /// Recorded after the slot's last enqueued work: the trainer's stream
     /// waits on it, and the host waits on it before writing `pinned` again.
@@ -171,7 +175,16 @@ impl CudaSlot {
     }
 
     pub(crate) fn device_bytes(&self) -> usize {
-        self.staging.num_bytes() + self.labels.num_bytes()
+        self.staging.num_bytes() + self.arena.num_bytes() + self.labels.num_bytes()
+    }
+
+    /// Wait for the slot's last work, then forget the compressed bytes it
+    /// kept alive for it.
+    pub(crate) fn recycle(&mut self) -> Result<()> {
+        self.ready.synchronize().map_err(drv("wait for slot"))?;
+        self.host_free = true;
+        self.jpegs.clear();
+        Ok(())
     }
 }
 
@@ -232,6 +245,7 @@ impl CudaEngine {
     pub(crate) fn alloc_slot(
         &self,
         staging: usize,
+        arena: usize,
         batch: usize,
         outs: &[(DType, usize)],
     ) -> Result<(CudaSlot, Vec<OutBuf>)> {
@@ -240,6 +254,9 @@ impl CudaEngine {
         let staging = s
             .alloc_zeros::<u8>(staging)
             .map_err(drv("allocate staging"))?;
+        let arena = s
+            .alloc_zeros::<u8>(arena.max(1))
+            .map_err(drv("allocate decode arena"))?;
         let labels = s
             .alloc_zeros::<u32>(batch)
             .map_err(drv("allocate labels"))?;
@@ -251,6 +268,8 @@ impl CudaEngine {
         let slot = CudaSlot {
             pinned,
             staging,
+            arena,
+            jpegs: Vec::new(),
             labels,
             ready,
             host_free: false,
@@ -365,5 +384,167 @@ impl CudaEngine {
             }
         }
         .map_err(e)
+    }
+}
+
+/// One compressed image for nvJPEG: where in the slot's arena it goes.
+#[derive(Debug)]
+pub(crate) struct JpegJob {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    /// Byte offset in the arena.
+    pub(crate) at: usize,
+}
+
+/// nvJPEG decoders of a pipeline: the hardware engine when the GPU has one,
+/// CUDA always, and the CPU decoder for what both refuse.
+pub(crate) struct NvRoute {
+    hw: Option<crate::decode::nvjpeg::BatchedDecoder>,
+    cuda: crate::decode::nvjpeg::BatchedDecoder,
+    /// Single-image retries after a failed batch.
+    single: crate::decode::nvjpeg::BatchedDecoder,
+    cpu: crate::decode::CpuDecoder,
+    share: f32,
+    acc: f32,
+}
+
+impl std::fmt::Debug for NvRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvRoute")
+            .field("hardware", &self.hw.is_some())
+            .field("share", &self.share)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Per-route counts of one resolve, for the stats.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RouteCounts {
+    pub(crate) hardware: u64,
+    pub(crate) cuda: u64,
+    pub(crate) cpu: u64,
+}
+
+impl NvRoute {
+    /// nvJPEG's decoders; `share` of the images the hardware engine
+    /// supports go to it. An error when nvJPEG cannot be used at all.
+    pub(crate) fn new(share: f32, cpu: crate::decode::CpuDecoder) -> Result<NvRoute> {
+        use crate::decode::nvjpeg::BatchedDecoder;
+        Ok(NvRoute {
+            // No engine (or no nvJPEG support for it) is not an error.
+            hw: BatchedDecoder::new(true).ok(),
+            cuda: BatchedDecoder::new(false)?,
+            single: BatchedDecoder::new(false)?,
+            cpu,
+            share,
+            acc: 0.0,
+        })
+    }
+
+    pub(crate) fn has_hardware(&self) -> bool {
+        self.hw.is_some()
+    }
+}
+
+impl CudaEngine {
+    /// Decode `jobs` into the slot's arena: hardware engine (its share of
+    /// what it supports), then CUDA, then one image at a time on CUDA for
+    /// a batch that failed, then the CPU decoder (uploaded). Returns one
+    /// entry per job: `None` when decoded, else why it failed everywhere.
+    pub(crate) fn decode_jpegs(
+        &self,
+        slot: &mut CudaSlot,
+        jobs: Vec<JpegJob>,
+        route: &mut NvRoute,
+        counts: &mut RouteCounts,
+    ) -> Result<Vec<Option<crate::error::SampleError>>> {
+        use crate::decode::nvjpeg::Dest;
+        let s = &self.k.stream;
+        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        let base = {
+            let (p, _record) = slot.arena.device_ptr_mut(s);
+            p
+        };
+        let dest = |j: &JpegJob| Dest {
+            ptr: base + j.at as u64,
+            pitch: j.width as usize * 3,
+        };
+        for j in &jobs {
+            assert!(j.at + j.width as usize * j.height as usize * 3 <= slot.arena.len());
+        }
+        let stream = s.cu_stream().cast();
+        let (mut to_hw, mut to_cuda) = (Vec::new(), Vec::new());
+        for (k, j) in jobs.iter().enumerate() {
+            let supported = route.hw.as_mut().is_some_and(|hw| hw.supports(&j.bytes));
+            let hw = supported && {
+                route.acc += route.share;
+                let take = route.acc >= 1.0;
+                if take {
+                    route.acc -= 1.0;
+                }
+                take
+            };
+            if hw { to_hw.push(k) } else { to_cuda.push(k) }
+        }
+        let run = |dec: &mut crate::decode::nvjpeg::BatchedDecoder, ks: &[usize]| {
+            let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
+            let dst: Vec<Dest> = ks.iter().map(|&k| dest(&jobs[k])).collect();
+            // SAFETY: each destination is inside the arena (asserted
+            // above), which lives in the slot until `ready` completes; the
+            // compressed bytes move into `slot.jpegs` below and stay there
+            // until then too; the context is bound to this thread.
+            unsafe { dec.decode(&data, &dst, stream) }
+        };
+        let mut retry = Vec::new();
+        if let Some(hw) = route.hw.as_mut() {
+            match run(hw, &to_hw) {
+                Ok(()) => counts.hardware += to_hw.len() as u64,
+                Err(_) => to_cuda.append(&mut to_hw),
+            }
+        }
+        match run(&mut route.cuda, &to_cuda) {
+            Ok(()) => counts.cuda += to_cuda.len() as u64,
+            Err(_) => retry = to_cuda,
+        }
+        let mut result: Vec<Option<crate::error::SampleError>> =
+            jobs.iter().map(|_| None).collect();
+        for k in retry {
+            if run(&mut route.single, &[k]).is_ok() {
+                counts.cuda += 1;
+                continue;
+            }
+            // The CPU decoder, uploaded into the same place: the kernel
+            // cannot tell the routes apart.
+            let j = &jobs[k];
+            let mut img = crate::decode::Image::default();
+            let decoded = crate::jpeg::parse_header(&j.bytes, u64::MAX)
+                .and_then(|h| route.cpu.decode(&j.bytes, &h, &mut img));
+            match decoded {
+                Ok(()) if (img.width, img.height) == (j.width, j.height) => {
+                    s.memcpy_htod(
+                        img.data.as_slice(),
+                        &mut slot.arena.slice_mut(j.at..j.at + img.data.len()),
+                    )
+                    .map_err(drv("upload CPU-decoded image"))?;
+                    counts.cpu += 1;
+                }
+                Ok(()) => {
+                    result[k] = Some(crate::error::SampleError::Corrupt(format!(
+                        "decoded {}x{}, header says {}x{}",
+                        img.width, img.height, j.width, j.height
+                    )))
+                }
+                Err(e) => result[k] = Some(e),
+            }
+        }
+        slot.jpegs.extend(jobs.into_iter().map(|j| j.bytes));
+        Ok(result)
+    }
+
+    /// Device address of arena byte 0.
+    pub(crate) fn arena_base(&self, slot: &CudaSlot) -> u64 {
+        let (ptr, _record) = slot.arena.device_ptr(&self.k.stream);
+        ptr
     }
 }

@@ -45,6 +45,11 @@ pub enum OnError {
     Fail,
 }
 
+/// Share of the images the hardware JPEG engine supports that go to it.
+/// DALI's default for the same split (`hw_decoder_load`); not yet measured
+/// for gpufeed (docs/BENCHMARKS.md).
+const DEFAULT_HARDWARE_SHARE: f32 = 0.65;
+
 /// Settings after validation.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -67,6 +72,13 @@ pub(crate) struct Config {
     /// Set when a device stage runs: workers hand it decoded regions of at
     /// most this many bytes (larger ones they augment themselves).
     pub(crate) region_limit: Option<usize>,
+    /// Set when the device stage decodes with nvJPEG: workers send images
+    /// whose decoded size is at most this many bytes compressed.
+    pub(crate) jpeg_limit: Option<usize>,
+    pub(crate) gpu_decode: bool,
+    pub(crate) hardware_share: f32,
+    pub(crate) cpu_backend: CpuBackend,
+    pub(crate) apply_orientation: bool,
 }
 
 impl Config {
@@ -108,6 +120,8 @@ pub struct PipelineBuilder {
     cpu_backend: CpuBackend,
     staging_bytes: Option<usize>,
     io: Arc<dyn ReadBytes>,
+    gpu_decode: bool,
+    hardware_share: f32,
 }
 
 impl Default for PipelineBuilder {
@@ -141,6 +155,8 @@ impl Default for PipelineBuilder {
             cpu_backend: CpuBackend::Zune,
             staging_bytes: None,
             io: Arc::new(FileReader),
+            gpu_decode: true,
+            hardware_share: DEFAULT_HARDWARE_SHARE,
         }
     }
 }
@@ -325,6 +341,23 @@ impl PipelineBuilder {
         self
     }
 
+    /// Decode JPEGs with nvJPEG on the CUDA backend (the hardware engine
+    /// where the GPU has one, else CUDA); what nvJPEG refuses, and images
+    /// that need EXIF rotation, are decoded on CPU threads. Default true;
+    /// false decodes everything on CPU threads. Ignored on the CPU backend.
+    pub fn gpu_decode(mut self, yes: bool) -> Self {
+        self.gpu_decode = yes;
+        self
+    }
+
+    /// Share (0..=1) of the images the hardware JPEG engine supports that
+    /// are sent to it; the rest decode with CUDA, so both run at once.
+    /// Default 0.65 (DALI's `hw_decoder_load`).
+    pub fn hardware_decode_share(mut self, share: f32) -> Self {
+        self.hardware_share = share;
+        self
+    }
+
     /// Where the reader threads get bytes. Default [`FileReader`] (the
     /// local file system).
     pub fn read_bytes(mut self, io: impl ReadBytes + 'static) -> Self {
@@ -381,6 +414,12 @@ impl PipelineBuilder {
         {
             return bad(format!("staging_bytes {b} outside 1..=2^40"));
         }
+        if !(0.0..=1.0).contains(&self.hardware_share) {
+            return bad(format!(
+                "hardware_decode_share {} outside 0..=1",
+                self.hardware_share
+            ));
+        }
         if self.max_pixels == 0 {
             return bad("max_pixels must be at least 1".into());
         }
@@ -436,6 +475,11 @@ impl PipelineBuilder {
                 .staging_bytes
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
             region_limit: None,
+            jpeg_limit: None,
+            gpu_decode: self.gpu_decode,
+            hardware_share: self.hardware_share,
+            cpu_backend: self.cpu_backend,
+            apply_orientation: self.apply_orientation,
         };
         Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }

@@ -40,12 +40,22 @@ pub struct Epoch<'a> {
     finished: bool,
 }
 
+/// A device-stage sample waiting for its batch position.
+enum Pending {
+    /// Decoded (and possibly augmented) by a worker.
+    Ready(Output),
+    /// Compressed, in the slot's nvJPEG queue.
+    Jpeg,
+}
+
 /// A batch being filled.
 struct Partial {
     /// One buffer per view spec (CPU backend).
     data: Vec<TensorData>,
     /// The device slot being staged (device stage).
     slot: Option<Slot>,
+    /// Device stage: samples taken but not yet given a batch position.
+    tentative: Vec<(Pending, (u32, std::path::PathBuf, u32))>,
     labels: Vec<u32>,
     keys: Vec<std::path::PathBuf>,
     indices: Vec<u32>,
@@ -115,6 +125,7 @@ impl<'a> Epoch<'a> {
             self.current = Some(Partial {
                 data,
                 slot,
+                tentative: Vec::new(),
                 labels: Vec::with_capacity(cfg.batch_size),
                 keys: Vec::with_capacity(cfg.batch_size),
                 indices: Vec::with_capacity(cfg.batch_size),
@@ -134,47 +145,126 @@ impl<'a> Epoch<'a> {
                 "task of a cancelled epoch delivered".into(),
             ))
         });
-        match result {
-            Ok(output) => {
-                self.partial()?;
+        let output = match result {
+            Ok(output) => output,
+            Err(e) => return self.fail(e, path),
+        };
+        self.partial()?;
+        if self.p.stage.is_some() {
+            return self.take_device(output, (label, path, done.index));
+        }
+        let part = self.current.as_mut().expect("partial() made it");
+        let i = part.labels.len();
+        let Output::Host(data) = output else {
+            return Err(Error::Worker(
+                "a device-stage output without a device stage".into(),
+            ));
+        };
+        for (dst, src) in part.data.iter_mut().zip(&data) {
+            let n = src.as_bytes().len();
+            dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
+        }
+        part.labels.push(label);
+        part.keys.push(path);
+        part.indices.push(done.index);
+        Ok(())
+    }
+
+    /// Count a failed sample and apply the policy.
+    fn fail(&mut self, e: SampleError, path: std::path::PathBuf) -> Result<()> {
+        Counters::add(&self.p.shared.counters.errors[e.kind().index()], 1);
+        let err = e.at(path);
+        match self.p.shared.config.on_error {
+            OnError::Fail => Err(err),
+            OnError::Skip => {
+                self.partial()?.skipped.push(err);
+                Ok(())
+            }
+        }
+    }
+
+    /// Device stage: the sample waits as tentative, so that batch positions
+    /// follow sampler order even though nvJPEG-route samples are only known
+    /// good once decoded (in `resolve`).
+    fn take_device(&mut self, output: Output, meta: (u32, std::path::PathBuf, u32)) -> Result<()> {
+        let p = &*self.p;
+        let (Some(stage), Some(part)) = (&p.stage, self.current.as_mut()) else {
+            unreachable!("take() checked the stage and made the partial");
+        };
+        let Some(slot) = part.slot.as_mut() else {
+            unreachable!("device partials hold a slot");
+        };
+        let pending = match output {
+            Output::Jpeg(j) => {
+                if !stage.jpeg_fits(slot, &j) {
+                    self.resolve()?;
+                }
                 let p = &*self.p;
-                let cfg = &p.shared.config;
-                let part = self.current.as_mut().expect("partial() made it");
-                let i = part.labels.len();
-                match (output, &p.stage, &mut part.slot) {
-                    (Output::Host(data), None, _) => {
-                        for (dst, src) in part.data.iter_mut().zip(&data) {
-                            let n = src.as_bytes().len();
-                            dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
-                        }
-                    }
-                    (Output::Host(data), Some(stage), Some(slot)) => {
-                        stage.put_host(cfg, slot, i, &data)?;
-                        Counters::add(&p.shared.counters.host_augmented, 1);
-                    }
-                    (Output::Region(r), Some(stage), Some(slot)) => {
-                        let n = stage.put_region(cfg, slot, i, &r)?;
-                        Counters::add(&p.shared.counters.launches, n as u64);
-                    }
-                    _ => {
-                        return Err(Error::Worker(
-                            "a sample's output does not match the backend".into(),
-                        ));
-                    }
-                }
-                part.labels.push(label);
-                part.keys.push(path);
-                part.indices.push(done.index);
+                let part = self.current.as_mut().expect("still there");
+                let slot = part.slot.as_mut().expect("still there");
+                let stage = p.stage.as_ref().expect("still there");
+                let n = stage.put_jpeg(&p.shared.config, slot, j)?;
+                Counters::add(&p.shared.counters.launches, n as u64);
+                Pending::Jpeg
             }
-            Err(e) => {
-                let kind = e.kind();
-                Counters::add(&self.p.shared.counters.errors[kind.index()], 1);
-                let err = e.at(path);
-                match self.p.shared.config.on_error {
-                    OnError::Fail => return Err(err),
-                    OnError::Skip => self.partial()?.skipped.push(err),
+            other => Pending::Ready(other),
+        };
+        let part = self.current.as_mut().expect("still there");
+        part.tentative.push((pending, meta));
+        if part.labels.len() + part.tentative.len() == self.p.shared.config.batch_size {
+            self.resolve()?;
+        }
+        Ok(())
+    }
+
+    /// Decode the tentative nvJPEG samples and give every tentative sample
+    /// its batch position, in order; failures join `skipped`.
+    fn resolve(&mut self) -> Result<()> {
+        let p = &*self.p;
+        let (Some(stage), Some(part)) = (&p.stage, self.current.as_mut()) else {
+            return Ok(());
+        };
+        let Some(slot) = part.slot.as_mut() else {
+            return Ok(());
+        };
+        let cfg = &p.shared.config;
+        let c = &p.shared.counters;
+        let tentative = std::mem::take(&mut part.tentative);
+        let (decoded, counts) = stage.resolve(slot)?;
+        Counters::add(&c.decoded_hardware, counts.hardware);
+        Counters::add(&c.decoded_cuda, counts.cuda);
+        Counters::add(&c.decoded_cpu_fallback, counts.cpu);
+        let mut decoded = decoded.into_iter();
+        let mut failures = Vec::new();
+        for (pending, (label, path, index)) in tentative {
+            let i = part.labels.len();
+            match pending {
+                Pending::Ready(Output::Host(data)) => {
+                    stage.put_host(cfg, slot, i, &data)?;
+                    Counters::add(&c.host_augmented, 1);
                 }
+                Pending::Ready(Output::Region(r)) => {
+                    let n = stage.put_region(cfg, slot, i, &r)?;
+                    Counters::add(&c.launches, n as u64);
+                }
+                Pending::Ready(Output::Jpeg(_)) => unreachable!("JPEGs wait as Pending::Jpeg"),
+                Pending::Jpeg => match decoded.next() {
+                    Some(Ok(placed)) => stage.place(cfg, slot, &placed, i)?,
+                    Some(Err(e)) => {
+                        failures.push((e, path));
+                        continue;
+                    }
+                    None => {
+                        return Err(Error::Device("fewer decodes than JPEGs (stage bug)".into()));
+                    }
+                },
             }
+            part.labels.push(label);
+            part.keys.push(path);
+            part.indices.push(index);
+        }
+        for (e, path) in failures {
+            self.fail(e, path)?;
         }
         Ok(())
     }
@@ -265,6 +355,7 @@ impl<'a> Epoch<'a> {
                 self.take(done)?;
             }
             if self.assembled == self.order.len() {
+                self.resolve()?;
                 let short = self
                     .current
                     .as_ref()
@@ -323,6 +414,13 @@ impl Drop for Epoch<'_> {
         // Make the threads skip what is still queued, then collect one
         // answer per task sent so the next epoch starts with empty queues.
         self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
+        // A batch being assembled gives its device slot back.
+        if let (Some(slot), Some(stage)) = (
+            self.current.take().and_then(|mut p| p.slot.take()),
+            &self.p.stage,
+        ) {
+            let _ = stage.home().try_send(slot);
+        }
         while self.in_flight > 0 {
             match self.p.done.recv() {
                 Ok(_) => {

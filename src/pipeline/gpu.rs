@@ -21,6 +21,8 @@
 //! kernel source compiled for the host, device memory = host memory), which
 //! is how CI checks this file without a GPU.
 
+use std::sync::Mutex;
+
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::batch::{Storage, Tensor, TensorData};
@@ -28,8 +30,8 @@ use super::builder::Config;
 use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::cuda::desc::{GfLaunch, GfTile};
-use crate::cuda::stage::{CudaEngine, CudaSlot, StageLaunch};
-use crate::error::{Error, Result};
+use crate::cuda::stage::{CudaEngine, CudaSlot, JpegJob, NvRoute, RouteCounts, StageLaunch};
+use crate::error::{Error, Result, SampleError};
 
 /// Kernel launches have at most this many tiles (the grid's y limit).
 const MAX_TILES_PER_LAUNCH: usize = 65_535;
@@ -85,6 +87,43 @@ impl Region {
     }
 }
 
+/// A sample for the nvJPEG route: compressed bytes, the stored size, and
+/// the draws (in that frame: the route takes only images that need no EXIF
+/// rotation).
+#[derive(Debug)]
+pub(crate) struct Jpeg {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) params: Vec<SampleParams>,
+}
+
+impl Jpeg {
+    /// Arena bytes its decoded image takes.
+    fn need(&self) -> usize {
+        (self.width as usize * self.height as usize * 3).next_multiple_of(256)
+    }
+}
+
+/// A decoded nvJPEG-route image in the arena, waiting for its batch
+/// position.
+#[derive(Debug)]
+pub(crate) struct Placed {
+    src: u64,
+    width: u32,
+    height: u32,
+    params: Vec<SampleParams>,
+}
+
+/// Who decodes the nvJPEG route's images.
+enum JpegRoute {
+    Cuda(NvRoute),
+    /// The emulated device decodes them with the CPU decoder into its
+    /// arena: the same bookkeeping, checkable without a GPU.
+    #[cfg(feature = "kernel-emu")]
+    Emu(crate::decode::CpuDecoder),
+}
+
 /// Where the pipeline's kernels run.
 pub(crate) enum Engine {
     Cuda(CudaEngine),
@@ -94,6 +133,7 @@ pub(crate) enum Engine {
 }
 
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // One per slot; boxing buys nothing.
 enum SlotMem {
     Cuda(CudaSlot),
     #[cfg(feature = "kernel-emu")]
@@ -112,6 +152,13 @@ pub(crate) struct Slot {
     used: usize,
     /// Tiles not yet launched, per view; `src` is an absolute address.
     tiles: Vec<Vec<GfTile>>,
+    /// Arena bytes used by decoded images since the last flush.
+    arena_used: usize,
+    /// nvJPEG-route samples of the batch not yet decoded, with their arena
+    /// offsets: not part of the batch until decoding succeeds.
+    tentative: Vec<(Jpeg, usize)>,
+    #[cfg(feature = "kernel-emu")]
+    emu_arena: Vec<u8>,
 }
 
 impl Slot {
@@ -172,6 +219,10 @@ pub struct Memory {
 /// The stage: engine, slot pool, layout.
 pub(crate) struct DeviceStage {
     engine: Engine,
+    /// The nvJPEG route, when decoding on the device.
+    jpeg: Option<Mutex<JpegRoute>>,
+    /// Decode arena bytes per slot.
+    arena: usize,
     pool: (Sender<Slot>, Receiver<Slot>),
     layout: StagingLayout,
     memory: Memory,
@@ -212,6 +263,27 @@ impl DeviceStage {
     /// Allocate `slots` slots for `cfg`: every buffer the stage will use.
     pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
+        let jpeg = if cfg.gpu_decode {
+            match &engine {
+                Engine::Cuda(_) => match NvRoute::new(cfg.hardware_share, fallback()?) {
+                    Ok(r) => Some(JpegRoute::Cuda(r)),
+                    Err(e) => {
+                        eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
+                        None
+                    }
+                },
+                #[cfg(feature = "kernel-emu")]
+                Engine::Emu => Some(JpegRoute::Emu(fallback()?)),
+            }
+        } else {
+            None
+        };
+        let arena = if jpeg.is_some() {
+            cfg.staging_bytes.saturating_mul(4)
+        } else {
+            0
+        };
         let layout = StagingLayout::new(cfg.staging_bytes, cfg.batch_size * draws, cfg.batch_size);
         let outs: Vec<(DType, usize)> = cfg
             .views
@@ -226,7 +298,7 @@ impl DeviceStage {
         for _ in 0..slots {
             let (mem, outs) = match &engine {
                 Engine::Cuda(e) => {
-                    let (slot, bufs) = e.alloc_slot(layout.total, cfg.batch_size, &outs)?;
+                    let (slot, bufs) = e.alloc_slot(layout.total, arena, cfg.batch_size, &outs)?;
                     memory.pinned_bytes += slot.pinned_bytes() as u64;
                     memory.device_bytes += slot.device_bytes() as u64
                         + bufs.iter().map(|b| b.num_bytes() as u64).sum::<u64>();
@@ -248,6 +320,13 @@ impl DeviceStage {
                 outs,
                 used: 0,
                 tiles: vec![Vec::new(); cfg.views.len()],
+                arena_used: 0,
+                tentative: Vec::new(),
+                #[cfg(feature = "kernel-emu")]
+                emu_arena: match engine {
+                    Engine::Emu => emu_alloc(arena)?,
+                    Engine::Cuda(_) => Vec::new(),
+                },
             };
             pool.0
                 .send(slot)
@@ -255,6 +334,8 @@ impl DeviceStage {
         }
         Ok(DeviceStage {
             engine,
+            jpeg: jpeg.map(Mutex::new),
+            arena,
             pool,
             layout,
             memory,
@@ -286,10 +367,15 @@ impl DeviceStage {
     }
 
     pub(crate) fn describe(&self) -> String {
+        let decode = match (&self.jpeg, self.has_hardware_decoder()) {
+            (None, _) => "decode on CPU threads",
+            (Some(_), true) => "nvJPEG: hardware engine + CUDA",
+            (Some(_), false) => "nvJPEG: CUDA",
+        };
         match &self.engine {
-            Engine::Cuda(e) => e.describe(),
+            Engine::Cuda(e) => format!("{}, {decode}", e.describe()),
             #[cfg(feature = "kernel-emu")]
-            Engine::Emu => "emulated device (kernel-emu)".into(),
+            Engine::Emu => format!("emulated device (kernel-emu), {decode}"),
         }
     }
 
@@ -305,8 +391,177 @@ impl DeviceStage {
             ))
         })?;
         slot.used = 0;
+        slot.arena_used = 0;
+        slot.tentative.clear();
         slot.tiles.iter_mut().for_each(Vec::clear);
+        match &mut slot.mem {
+            SlotMem::Cuda(c) => c.recycle()?,
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => {}
+        }
         Ok(slot)
+    }
+
+    /// The largest decoded image (bytes) the nvJPEG route takes, when there
+    /// is one: workers send such images compressed.
+    pub(crate) fn jpeg_limit(&self) -> Option<usize> {
+        self.jpeg.as_ref().map(|_| self.arena)
+    }
+
+    /// Whether the hardware JPEG engine is in use.
+    pub(crate) fn has_hardware_decoder(&self) -> bool {
+        self.jpeg.as_ref().is_some_and(|j| {
+            matches!(&*j.lock().unwrap_or_else(|p| p.into_inner()), JpegRoute::Cuda(r) if r.has_hardware())
+        })
+    }
+
+    /// Whether `j` fits the slot's arena without a resolve or flush first.
+    pub(crate) fn jpeg_fits(&self, slot: &Slot, j: &Jpeg) -> bool {
+        slot.arena_used + j.need() <= self.arena
+    }
+
+    /// Add an nvJPEG-route sample as tentative. When the arena is full the
+    /// caller has resolved the tentative ones; what is staged is launched
+    /// and the arena reused (stream order keeps the kernel's reads before
+    /// the next decode's writes). Returns the launches made.
+    pub(crate) fn put_jpeg(&self, cfg: &Config, slot: &mut Slot, j: Jpeg) -> Result<usize> {
+        let mut launches = 0;
+        if !self.jpeg_fits(slot, &j) {
+            if !slot.tentative.is_empty() {
+                return Err(Error::Device(
+                    "arena full with undecoded samples (stage bug)".into(),
+                ));
+            }
+            launches = self.flush(cfg, slot, None)?;
+            slot.used = 0;
+            slot.arena_used = 0;
+        }
+        let at = slot.arena_used;
+        slot.arena_used += j.need();
+        slot.tentative.push((j, at));
+        Ok(launches)
+    }
+
+    /// Decode the tentative samples, in the order they were put; each
+    /// comes back placed in the arena (ready for [`place`](Self::place)) or
+    /// with the error that stopped it on every route.
+    pub(crate) fn resolve(
+        &self,
+        slot: &mut Slot,
+    ) -> Result<(Vec<std::result::Result<Placed, SampleError>>, RouteCounts)> {
+        let pending = std::mem::take(&mut slot.tentative);
+        let mut counts = RouteCounts::default();
+        if pending.is_empty() {
+            return Ok((Vec::new(), counts));
+        }
+        let Some(route) = &self.jpeg else {
+            return Err(Error::Device(
+                "tentative samples without a JPEG route".into(),
+            ));
+        };
+        let mut route = route.lock().unwrap_or_else(|p| p.into_inner());
+        let mut geometry = Vec::with_capacity(pending.len());
+        let mut jobs = Vec::with_capacity(pending.len());
+        for (j, at) in pending {
+            geometry.push((j.width, j.height, at, j.params));
+            jobs.push(JpegJob {
+                bytes: j.bytes,
+                width: j.width,
+                height: j.height,
+                at,
+            });
+        }
+        let outcome = match (&self.engine, &mut slot.mem, &mut *route) {
+            (Engine::Cuda(e), SlotMem::Cuda(c), JpegRoute::Cuda(r)) => {
+                e.decode_jpegs(c, jobs, r, &mut counts)?
+            }
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(_), JpegRoute::Emu(cpu)) => {
+                let mut img = crate::decode::Image::default();
+                let mut out = Vec::with_capacity(jobs.len());
+                for j in &jobs {
+                    let r = crate::jpeg::parse_header(&j.bytes, u64::MAX)
+                        .and_then(|h| cpu.decode(&j.bytes, &h, &mut img));
+                    out.push(match r {
+                        Ok(()) if (img.width, img.height) != (j.width, j.height) => Some(
+                            SampleError::Corrupt("decoded size differs from the header".into()),
+                        ),
+                        Ok(()) => {
+                            slot.emu_arena[j.at..j.at + img.data.len()].copy_from_slice(&img.data);
+                            counts.cpu += 1;
+                            None
+                        }
+                        Err(e) => Some(e),
+                    });
+                }
+                out
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(Error::Device("JPEG route of another engine".into())),
+        };
+        let base = self.arena_base(slot);
+        let placed = geometry
+            .into_iter()
+            .zip(outcome)
+            .map(|((w, h, at, params), err)| match err {
+                Some(e) => Err(e),
+                None => Ok(Placed {
+                    src: base + at as u64,
+                    width: w,
+                    height: h,
+                    params,
+                }),
+            })
+            .collect();
+        Ok((placed, counts))
+    }
+
+    /// Make a decoded image batch position `i`.
+    pub(crate) fn place(&self, cfg: &Config, slot: &mut Slot, p: &Placed, i: usize) -> Result<()> {
+        self.push_tiles(cfg, slot, p.src, p.width * 3, p.height, &p.params, i)
+    }
+
+    fn arena_base(&self, slot: &Slot) -> u64 {
+        match (&self.engine, &slot.mem) {
+            (Engine::Cuda(e), SlotMem::Cuda(c)) => e.arena_base(c),
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(_)) => slot.emu_arena.as_ptr() as u64,
+            #[cfg(feature = "kernel-emu")]
+            _ => unreachable!("slots come from their engine"),
+        }
+    }
+
+    /// One tile per draw of sample `i`, reading an RGB8 image at `src`.
+    #[allow(clippy::too_many_arguments)]
+    fn push_tiles(
+        &self,
+        cfg: &Config,
+        slot: &mut Slot,
+        src: u64,
+        pitch: u32,
+        height: u32,
+        params: &[SampleParams],
+        i: usize,
+    ) -> Result<()> {
+        let mut draws = params.iter();
+        for (v, view) in cfg.views.iter().enumerate() {
+            let len = self.draw_len[v];
+            for k in 0..view.count {
+                let p = draws.next().ok_or_else(|| {
+                    Error::Device("sample has fewer draws than the views (worker bug)".into())
+                })?;
+                let dst = ((i * view.count + k) * len) as u64;
+                slot.tiles[v].push(GfTile::new(
+                    src,
+                    pitch,
+                    height,
+                    p,
+                    (view.width, view.height),
+                    dst,
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn host<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut [u8]> {
@@ -353,24 +608,7 @@ impl DeviceStage {
         self.host(slot)?[at..at + n].copy_from_slice(&r.pixels);
         slot.used = (at + n).next_multiple_of(16);
         let src = self.base(slot) + at as u64;
-        let mut draws = r.params.iter();
-        for (v, view) in cfg.views.iter().enumerate() {
-            let len = self.draw_len[v];
-            for k in 0..view.count {
-                let p = draws.next().ok_or_else(|| {
-                    Error::Device("region has fewer draws than the views (worker bug)".into())
-                })?;
-                let dst = ((i * view.count + k) * len) as u64;
-                slot.tiles[v].push(GfTile::new(
-                    src,
-                    r.width * 3,
-                    r.height,
-                    p,
-                    (view.width, view.height),
-                    dst,
-                ));
-            }
-        }
+        self.push_tiles(cfg, slot, src, r.width * 3, r.height, &r.params, i)?;
         Ok(launches)
     }
 
@@ -471,8 +709,15 @@ impl DeviceStage {
                         }
                     })
                     .collect::<Result<_>>()?;
-                crate::cuda::emu::run_launches(host, &launches, &mut outs, cfg.dtype.size())
-                    .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
+                let sources = [host.as_slice(), slot.emu_arena.as_slice()];
+                crate::cuda::emu::run_launches(
+                    host,
+                    &sources,
+                    &launches,
+                    &mut outs,
+                    cfg.dtype.size(),
+                )
+                .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
                 Ok(launches.len())
             }
             #[cfg(feature = "kernel-emu")]

@@ -76,6 +76,7 @@ impl Pipeline {
             .map(|e| DeviceStage::new(e, &config, config.prefetch + 1))
             .transpose()?;
         config.region_limit = stage.as_ref().map(DeviceStage::region_limit);
+        config.jpeg_limit = stage.as_ref().and_then(DeviceStage::jpeg_limit);
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),

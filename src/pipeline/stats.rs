@@ -17,6 +17,9 @@ pub(crate) struct Counters {
     pub(crate) wait_ns: AtomicU64,
     pub(crate) launches: AtomicU64,
     pub(crate) host_augmented: AtomicU64,
+    pub(crate) decoded_hardware: AtomicU64,
+    pub(crate) decoded_cuda: AtomicU64,
+    pub(crate) decoded_cpu_fallback: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
@@ -42,6 +45,9 @@ impl Counters {
             wait: ns(&self.wait_ns),
             launches: self.launches.load(Relaxed),
             host_augmented: self.host_augmented.load(Relaxed),
+            decoded_hardware: self.decoded_hardware.load(Relaxed),
+            decoded_cuda: self.decoded_cuda.load(Relaxed),
+            decoded_cpu_fallback: self.decoded_cpu_fallback.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
         }
     }
@@ -76,6 +82,14 @@ pub struct Stats {
     /// Samples the device stage received already augmented on the CPU
     /// (a crop larger than the whole staging).
     pub host_augmented: u64,
+    /// Images decoded by nvJPEG on the hardware JPEG engine.
+    pub decoded_hardware: u64,
+    /// Images decoded by nvJPEG with CUDA.
+    pub decoded_cuda: u64,
+    /// nvJPEG-route images that nvJPEG refused, decoded on the CPU by the
+    /// device stage and uploaded (the emulated device decodes all of its
+    /// nvJPEG route this way).
+    pub decoded_cpu_fallback: u64,
     /// Failed samples per kind, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
 }

@@ -19,10 +19,10 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::batch::TensorData;
 use super::builder::Config;
-use super::gpu::Region;
+use super::gpu::{Jpeg, Region};
 use super::stats::Counters;
 use crate::augment::cpu::{OutSpec, Resampler};
-use crate::augment::params::sample_params;
+use crate::augment::params::{SampleParams, sample_params};
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
@@ -90,6 +90,8 @@ pub(crate) enum Output {
     Host(SampleData),
     /// Decoded and cut to its crops, for the device stage.
     Region(Region),
+    /// Still compressed, for the device stage's nvJPEG route.
+    Jpeg(Jpeg),
 }
 
 /// The answer to a task.
@@ -200,31 +202,26 @@ fn process(
     let header = parse_header(bytes, cfg.max_pixels)?;
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
+    if let Some(limit) = cfg.jpeg_limit
+        && gpu_routable(&header, cfg.apply_orientation)
+        && header.width as usize * header.height as usize * 3 <= limit
+    {
+        // The CPU's part of this sample ends here: the bytes go to nvJPEG.
+        let size = (header.width, header.height);
+        return Ok(Output::Jpeg(Jpeg {
+            bytes: bytes.to_vec(),
+            width: header.width,
+            height: header.height,
+            params: draws(cfg, task, size),
+        }));
+    }
     decoder.decode(bytes, &header, &mut s.image)?;
     let n = s.image.data.len();
     shared.size(PIXELS, &mut s.image.data, n);
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);
 
-    // Every draw's geometry, view-major: a pure function of the sample and
-    // the decoded size, so both backends draw the same crops.
-    let size = (s.image.width, s.image.height);
-    let mut params = Vec::with_capacity(cfg.views.iter().map(|v| v.count).sum());
-    for view in &cfg.views {
-        for _ in 0..view.count {
-            params.push(sample_params(
-                view.transform,
-                view.flip_h,
-                view.flip_v,
-                cfg.seed,
-                task.epoch,
-                task.index as u64,
-                params.len() as u64,
-                size,
-                (view.width as u32, view.height as u32),
-            ));
-        }
-    }
+    let params = draws(cfg, task, (s.image.width, s.image.height));
     if let Some(limit) = cfg.region_limit {
         let region = Region::cut(&s.image, params);
         if region.pixels.len() <= limit {
@@ -246,12 +243,48 @@ fn process(
     Ok(Output::Host(out))
 }
 
+/// Every draw's geometry, view-major: a pure function of the sample and the
+/// (oriented) image size, so every backend and route draws the same crops.
+fn draws(cfg: &Config, task: Task, size: (u32, u32)) -> Vec<SampleParams> {
+    let mut params = Vec::with_capacity(cfg.views.iter().map(|v| v.count).sum());
+    for view in &cfg.views {
+        for _ in 0..view.count {
+            params.push(sample_params(
+                view.transform,
+                view.flip_h,
+                view.flip_v,
+                cfg.seed,
+                task.epoch,
+                task.index as u64,
+                params.len() as u64,
+                size,
+                (view.width as u32, view.height as u32),
+            ));
+        }
+    }
+    params
+}
+
+/// Whether nvJPEG takes the image (issue 5 routing, decided from the
+/// header): 8-bit Huffman DCT with one or three components. Lossless,
+/// arithmetic, hierarchical, 12-bit and CMYK go to the CPU decoder, as do
+/// images that need an EXIF rotation (the CPU route applies it).
+fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool) -> bool {
+    use crate::jpeg::{Orientation, SofKind};
+    matches!(
+        h.sof,
+        SofKind::Baseline | SofKind::Extended | SofKind::Progressive
+    ) && h.precision == 8
+        && matches!(h.components, 1 | 3)
+        && (!apply_orientation || h.orientation == Orientation::Normal)
+}
+
 /// The CPU reference over every draw of one sample.
 fn augment_on_cpu(
     shared: &Shared,
     resampler: &mut Resampler,
     img: &crate::decode::Image,
-    params: &[crate::augment::params::SampleParams],
+    params: &[SampleParams],
 ) -> SampleData {
     let cfg = &shared.config;
     // Not pooled: a pool of these would grow with the most samples ever

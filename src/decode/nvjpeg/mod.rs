@@ -2,13 +2,16 @@
 //! loading, every symbol optional) → checked calls returning
 //! [`NvJpegStatus`] → RAII handles.
 //!
-//! Status (issue 5): the library loads (`libnvjpeg.so.13`, `.so.12`, `.so`),
-//! reports its version and creates/destroys a handle; the decode routes are
-//! not written yet.
+//! The library loads (`libnvjpeg.so.13`, `.so.12`, `.so`) at first use;
+//! `batched.rs` holds the decode path the pipeline's device stage drives.
 #![allow(unsafe_code)]
 
+mod batched;
 #[allow(clippy::all)]
 mod sys;
+
+pub use batched::decode_to_host;
+pub(crate) use batched::{BatchedDecoder, Dest};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};

@@ -1,0 +1,295 @@
+//! Batched decoding (issue 5): RAII types for the JPEG state and stream,
+//! and a decoder per backend (the NVJPG hardware engine, or CUDA) that
+//! writes interleaved RGB into device buffers the caller owns.
+//!
+//! The legacy batched API (`nvjpegDecodeBatchedInitialize` /
+//! `nvjpegDecodeBatched`) decodes a whole batch in one call, host Huffman
+//! work included; with a handle created for `NVJPEG_BACKEND_HARDWARE` it
+//! runs on the hardware engine (nvJPEG docs, "Hardware Acceleration").
+
+use std::sync::Arc;
+
+use super::{Handle, Library, NvJpegStatus, library, sys};
+use crate::error::{Error, Result};
+
+/// Output format: interleaved RGB in one plane, what the augment kernel
+/// reads.
+const RGBI: sys::nvjpegOutputFormat_t = sys::nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
+
+macro_rules! call {
+    ($lib:expr, $f:ident ( $($arg:expr),* )) => {{
+        let lib: &Library = $lib;
+        match lib.lib.$f.as_ref() {
+            Err(_) => Err(Error::Device(format!(
+                "{}: symbol missing from {}", stringify!($f), lib.name
+            ))),
+            Ok(f) => {
+                // SAFETY: the function pointer was resolved from the loaded
+                // library with the signature bindgen generated from
+                // nvjpeg.h; argument validity is argued at each call site.
+                let status = unsafe { f($($arg),*) };
+                NvJpegStatus::check(status)
+                    .map_err(|s| Error::Device(format!("{}: {s}", stringify!($f))))
+            }
+        }
+    }};
+}
+
+impl Handle {
+    /// A handle for one backend (`nvjpegCreateEx`, default allocators).
+    /// The hardware backend fails on GPUs without the NVJPG engine.
+    pub(crate) fn with_backend(hardware: bool) -> Result<Handle> {
+        let lib = library()?;
+        let backend = if hardware {
+            sys::nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE
+        } else {
+            sys::nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT
+        };
+        let mut raw: sys::nvjpegHandle_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegHandle_t = &mut raw;
+        let null_dev: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
+        let null_pin: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
+        // Null allocators select nvJPEG's defaults; `out` is a live slot.
+        call!(&lib, nvjpegCreateEx(backend, null_dev, null_pin, 0, out))?;
+        if raw.is_null() {
+            return Err(Error::Device(
+                "nvjpegCreateEx returned a null handle".into(),
+            ));
+        }
+        Ok(Handle { raw, lib })
+    }
+}
+
+/// `nvjpegJpegState_t`: per-decoder scratch; one thread at a time.
+struct JpegState {
+    raw: sys::nvjpegJpegState_t,
+    handle: Arc<Handle>,
+}
+
+impl JpegState {
+    fn new(handle: &Arc<Handle>) -> Result<JpegState> {
+        let mut raw: sys::nvjpegJpegState_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegJpegState_t = &mut raw;
+        // The handle is live (held by the Arc); `out` is a live slot.
+        call!(&handle.lib, nvjpegJpegStateCreate(handle.raw, out))?;
+        Ok(JpegState {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+}
+
+impl Drop for JpegState {
+    fn drop(&mut self) {
+        // Destroyed once, before the handle it came from (held by Arc).
+        let _ = call!(&self.handle.lib, nvjpegJpegStateDestroy(self.raw));
+    }
+}
+
+/// `nvjpegJpegStream_t`: a parsed bitstream, for support queries.
+struct JpegStream {
+    raw: sys::nvjpegJpegStream_t,
+    handle: Arc<Handle>,
+}
+
+impl JpegStream {
+    fn new(handle: &Arc<Handle>) -> Result<JpegStream> {
+        let mut raw: sys::nvjpegJpegStream_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegJpegStream_t = &mut raw;
+        // The handle is live; `out` is a live slot.
+        call!(&handle.lib, nvjpegJpegStreamCreate(handle.raw, out))?;
+        Ok(JpegStream {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+}
+
+impl Drop for JpegStream {
+    fn drop(&mut self) {
+        let _ = call!(&self.handle.lib, nvjpegJpegStreamDestroy(self.raw));
+    }
+}
+
+/// A decoder for one backend. Not `Sync`: the state is per thread.
+pub(crate) struct BatchedDecoder {
+    handle: Arc<Handle>,
+    state: JpegState,
+    stream: JpegStream,
+    /// The batch size the state was initialized for.
+    initialized: usize,
+    hardware: bool,
+}
+
+// SAFETY: the state and stream objects are used by one thread at a time
+// (the owner's `&mut self`); nvJPEG allows a state to move between threads
+// as long as calls on it do not overlap (nvJPEG docs, "Thread Safety").
+unsafe impl Send for BatchedDecoder {}
+
+impl std::fmt::Debug for BatchedDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchedDecoder")
+            .field("hardware", &self.hardware)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A destination image: device pointer and row pitch in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dest {
+    pub(crate) ptr: u64,
+    pub(crate) pitch: usize,
+}
+
+impl BatchedDecoder {
+    /// A decoder on the hardware engine (`hardware`) or CUDA.
+    pub(crate) fn new(hardware: bool) -> Result<BatchedDecoder> {
+        let handle = Arc::new(Handle::with_backend(hardware)?);
+        let state = JpegState::new(&handle)?;
+        let stream = JpegStream::new(&handle)?;
+        Ok(BatchedDecoder {
+            handle,
+            state,
+            stream,
+            initialized: 0,
+            hardware,
+        })
+    }
+
+    /// Whether this decoder's backend takes `data`
+    /// (`nvjpegDecodeBatchedSupported`; for CUDA every stream nvJPEG
+    /// parses). A parse failure means no.
+    pub(crate) fn supports(&mut self, data: &[u8]) -> bool {
+        let h = &self.handle;
+        // `data` is live for the call; the stream object belongs to this
+        // handle.
+        let parsed = call!(
+            &h.lib,
+            nvjpegJpegStreamParse(h.raw, data.as_ptr(), data.len(), 0, 0, self.stream.raw)
+        );
+        if parsed.is_err() {
+            return false;
+        }
+        if !self.hardware {
+            return true;
+        }
+        let mut unsupported: std::ffi::c_int = 1;
+        let out: *mut std::ffi::c_int = &mut unsupported;
+        // nvJPEG reports 0 for "supported" (nvjpegDecodeBatchedSupported).
+        call!(
+            &h.lib,
+            nvjpegDecodeBatchedSupported(h.raw, self.stream.raw, out)
+        )
+        .is_ok()
+            && unsupported == 0
+    }
+
+    /// Decode `data[i]` into `dest[i]` (RGB interleaved, 8-bit) on
+    /// `stream`. Asynchronous: the destinations are written in stream
+    /// order. One failing image fails the call.
+    ///
+    /// # Safety
+    ///
+    /// Each destination must be device memory of at least `pitch * height`
+    /// bytes of its image, and it and `data` must stay valid until the
+    /// stream reaches this work; the CUDA context of `stream` must be
+    /// current on this thread.
+    pub(crate) unsafe fn decode(
+        &mut self,
+        data: &[&[u8]],
+        dest: &[Dest],
+        stream: *mut std::ffi::c_void,
+    ) -> Result<()> {
+        assert_eq!(data.len(), dest.len());
+        if data.is_empty() {
+            return Ok(());
+        }
+        let h = &self.handle;
+        if self.initialized != data.len() {
+            // The batched API decodes exactly the batch size it was
+            // initialized with (nvjpegDecodeBatchedInitialize).
+            let n = data.len() as std::ffi::c_int;
+            call!(
+                &h.lib,
+                nvjpegDecodeBatchedInitialize(h.raw, self.state.raw, n, 1, RGBI)
+            )?;
+            self.initialized = data.len();
+        }
+        let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
+        let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
+        let mut out: Vec<sys::nvjpegImage_t> = dest
+            .iter()
+            .map(|d| sys::nvjpegImage_t {
+                channel: [
+                    d.ptr as *mut u8,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ],
+                pitch: [d.pitch, 0, 0, 0],
+            })
+            .collect();
+        // The pointer arrays live until the call returns; the bytes they
+        // point at and the destinations are the caller's contract
+        // (# Safety).
+        let r = call!(
+            &h.lib,
+            nvjpegDecodeBatched(
+                h.raw,
+                self.state.raw,
+                ptrs.as_ptr(),
+                lens.as_ptr(),
+                out.as_mut_ptr(),
+                stream.cast()
+            )
+        );
+        if r.is_err() {
+            // A failed call may leave the state mid-batch: initialize
+            // afresh next time so one bad batch does not poison the next.
+            self.initialized = 0;
+        }
+        r
+    }
+}
+
+/// Decode one JPEG on CUDA device 0 with the hardware engine or CUDA and
+/// copy it back: the GPU tests compare this with the CPU decoder. Dimensions
+/// come from gpufeed's header parser (EXIF orientation is not applied).
+pub fn decode_to_host(data: &[u8], hardware: bool) -> Result<crate::decode::Image> {
+    use cudarc::driver::{CudaContext, DevicePtrMut};
+    crate::cuda::devices()?;
+    let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
+        .map_err(|e| Error::Device(format!("header: {e}")))?;
+    let (w, h) = (header.width as usize, header.height as usize);
+    let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
+    let ctx = CudaContext::new(0).map_err(drv)?;
+    let stream = ctx.new_stream().map_err(drv)?;
+    let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
+    let mut dec = BatchedDecoder::new(hardware)?;
+    if hardware && !dec.supports(data) {
+        return Err(Error::Device(
+            "not supported by the hardware decoder".into(),
+        ));
+    }
+    {
+        let (ptr, _record) = buf.device_ptr_mut(&stream);
+        ctx.bind_to_thread().map_err(drv)?;
+        // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows) and
+        // outlives the synchronize below, as does `data`; the context was
+        // bound to this thread just above.
+        unsafe {
+            dec.decode(
+                &[data],
+                &[Dest { ptr, pitch: w * 3 }],
+                stream.cu_stream().cast(),
+            )
+        }?;
+    }
+    stream.synchronize().map_err(drv)?;
+    let data = stream.clone_dtoh(&buf).map_err(drv)?;
+    Ok(crate::decode::Image {
+        width: w as u32,
+        height: h as u32,
+        data,
+    })
+}

@@ -1,0 +1,187 @@
+//! nvJPEG decoding on a GPU (issue 5) against the CPU decoder: every image
+//! of the corpus's `photos` and `tricky` folders that nvJPEG's routes take
+//! must have the CPU decoder's geometry and a PSNR of at least 35 dB
+//! against it (the decoders' IDCT, upsampling and colour conversion
+//! differ, so bit equality is not expected). Without a GPU every test
+//! prints `SKIPPED (...)`, unless `GPUFEED_REQUIRE_GPU=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use gpufeed::decode::{CpuDecoder, Image, nvjpeg};
+use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, SofKind, parse_header};
+use gpufeed::{Device, OnError, Pipeline, Sample, Source};
+
+fn gpu_or_skip(test: &str) -> bool {
+    match gpufeed::cuda::devices().and_then(|_| nvjpeg::version()) {
+        Ok(_) => true,
+        Err(e) => {
+            if std::env::var("GPUFEED_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("{test}: GPUFEED_REQUIRE_GPU=1 but no GPU/nvJPEG: {e}");
+            }
+            eprintln!("SKIPPED (no CUDA device: {test}: {e})");
+            false
+        }
+    }
+}
+
+fn files(corpus: &Path, sub: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![corpus.join(sub)];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn psnr(a: &Image, b: &Image) -> f64 {
+    let mse = a
+        .data
+        .iter()
+        .zip(&b.data)
+        .map(|(x, y)| {
+            let d = *x as f64 - *y as f64;
+            d * d
+        })
+        .sum::<f64>()
+        / a.data.len().max(1) as f64;
+    if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (255.0 * 255.0 / mse).log10()
+    }
+}
+
+#[test]
+fn nvjpeg_routes_match_the_cpu_decoder() {
+    if !gpu_or_skip("nvjpeg_routes_match_the_cpu_decoder") {
+        return;
+    }
+    let Some(corpus) = common::corpus("nvjpeg_routes_match_the_cpu_decoder") else {
+        return;
+    };
+    let mut cpu = CpuDecoder::new(false);
+    let mut report = Vec::new();
+    let mut bad = Vec::new();
+    for sub in ["photos", "tricky"] {
+        for hardware in [false, true] {
+            let (mut compared, mut gpu_only_failed, mut unsupported, mut worst) =
+                (0, 0, 0, f64::INFINITY);
+            for f in files(&corpus, sub) {
+                let bytes = std::fs::read(&f).unwrap();
+                let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
+                    continue;
+                };
+                // The pipeline's routing rule (src/pipeline/worker.rs).
+                let routable = matches!(
+                    h.sof,
+                    SofKind::Baseline | SofKind::Extended | SofKind::Progressive
+                ) && h.precision == 8
+                    && matches!(h.components, 1 | 3);
+                if !routable {
+                    continue;
+                }
+                let mut want = Image::default();
+                let cpu_ok = cpu.decode(&bytes, &h, &mut want).is_ok();
+                match nvjpeg::decode_to_host(&bytes, hardware) {
+                    Ok(got) if cpu_ok => {
+                        compared += 1;
+                        if (got.width, got.height) != (want.width, want.height) {
+                            bad.push(format!(
+                                "{}: geometry {}x{} vs {}x{}",
+                                f.display(),
+                                got.width,
+                                got.height,
+                                want.width,
+                                want.height
+                            ));
+                            continue;
+                        }
+                        let p = psnr(&got, &want);
+                        worst = worst.min(p);
+                        if p < 35.0 {
+                            bad.push(format!(
+                                "{}: PSNR {p:.1} dB (hardware {hardware})",
+                                f.display()
+                            ));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.to_string().contains("not supported by the hardware") => {
+                        unsupported += 1
+                    }
+                    Err(_) => gpu_only_failed += usize::from(cpu_ok),
+                }
+            }
+            report.push(format!(
+                "{sub} hardware={hardware}: {compared} compared, worst PSNR {worst:.1} dB, \
+                 {unsupported} unsupported by the engine, {gpu_only_failed} decoded only on the CPU"
+            ));
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A dataset mixing baseline, progressive, CMYK, grayscale, 12-bit and
+/// corrupt files (the corpus's tricky folder plus photos) completes an
+/// epoch on the GPU pipeline with nvJPEG, every file accounted for.
+#[test]
+fn mixed_dataset_epoch_completes_on_the_gpu() {
+    if !gpu_or_skip("mixed_dataset_epoch_completes_on_the_gpu") {
+        return;
+    }
+    let Some(corpus) = common::corpus("mixed_dataset_epoch_completes_on_the_gpu") else {
+        return;
+    };
+    let mut all = files(&corpus, "tricky");
+    all.extend(files(&corpus, "photos"));
+    let samples = all
+        .iter()
+        .map(|p| Sample {
+            path: p.clone(),
+            label: 0,
+        })
+        .collect();
+    let mut p = Pipeline::builder()
+        .source(Source::from_samples(&corpus, samples).unwrap())
+        .device(Device::Cuda(0))
+        .gpu_decode(true)
+        .batch_size(64)
+        .output_size(64, 64)
+        .on_error(OnError::Skip)
+        .build()
+        .unwrap();
+    let (mut delivered, mut skipped) = (0, 0);
+    for b in p.epoch(0) {
+        let b = b.unwrap();
+        b.event().unwrap().synchronize().unwrap();
+        delivered += b.len();
+        skipped += b.skipped().len();
+    }
+    let s = p.stats();
+    println!(
+        "{}: {} files: {delivered} delivered, {skipped} typed errors; decoded by hardware {}, \
+         CUDA {}, CPU fallback {}; CPU route {}",
+        p.backend(),
+        all.len(),
+        s.decoded_hardware,
+        s.decoded_cuda,
+        s.decoded_cpu_fallback,
+        s.samples - s.decoded_hardware - s.decoded_cuda - s.decoded_cpu_fallback
+    );
+    assert_eq!(delivered + skipped, all.len());
+    assert!(
+        s.decoded_hardware + s.decoded_cuda > 0,
+        "nvJPEG decoded nothing"
+    );
+}
