@@ -152,3 +152,57 @@ fn kernel_bench_needs_a_gpu_and_says_so() {
         }
     }
 }
+
+#[test]
+fn bench_sweeps_settings_and_writes_json_and_csv() {
+    let sample = common::sample_dir();
+    let out = tempfile::tempdir().unwrap();
+    let prefix = out.path().join("sweep");
+    let (code, stdout, err) = gpufeed(&[
+        "bench",
+        sample.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "2",
+        "--batch",
+        "8",
+        "--size",
+        "32",
+        "--sweep",
+        "readers=1,2",
+        "--sweep",
+        "consumer-ms=0,5",
+        "--json",
+        "--out",
+        prefix.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    let configs: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+    assert_eq!(
+        configs,
+        [
+            "readers=1 consumer-ms=0",
+            "readers=1 consumer-ms=5",
+            "readers=2 consumer-ms=0",
+            "readers=2 consumer-ms=5"
+        ]
+    );
+    for r in &rows {
+        assert!(r["img_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["cpu_s_per_1000_images"].as_f64().is_some(), "{r}");
+        assert!(r["limit"].as_str().unwrap().contains("busy"), "{r}");
+    }
+    let csv = std::fs::read_to_string(prefix.with_extension("csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("config,device,img_per_s"));
+    let json: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(prefix.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(json.len(), 4);
+
+    let (code, _, err) = gpufeed(&["bench", "--sweep", "colour=red"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown --sweep key"), "{err}");
+}

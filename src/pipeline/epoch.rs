@@ -334,6 +334,10 @@ impl<'a> Epoch<'a> {
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
         let batch_size = self.p.shared.config.batch_size;
+        let c = &self.p.shared.counters;
+        let ready = self.pending.len() + self.p.done.len();
+        Counters::add(&c.queue_depth_sum, ready as u64);
+        Counters::add(&c.queue_depth_polls, 1);
         if let Some(done) = self.carry.take() {
             self.take(done)?;
         }

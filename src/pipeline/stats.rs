@@ -20,6 +20,8 @@ pub(crate) struct Counters {
     pub(crate) decoded_hardware: AtomicU64,
     pub(crate) decoded_cuda: AtomicU64,
     pub(crate) decoded_cpu_fallback: AtomicU64,
+    pub(crate) queue_depth_sum: AtomicU64,
+    pub(crate) queue_depth_polls: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
@@ -48,6 +50,8 @@ impl Counters {
             decoded_hardware: self.decoded_hardware.load(Relaxed),
             decoded_cuda: self.decoded_cuda.load(Relaxed),
             decoded_cpu_fallback: self.decoded_cpu_fallback.load(Relaxed),
+            queue_depth_sum: self.queue_depth_sum.load(Relaxed),
+            queue_depth_polls: self.queue_depth_polls.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
         }
     }
@@ -90,6 +94,12 @@ pub struct Stats {
     /// device stage and uploaded (the emulated device decodes all of its
     /// nvJPEG route this way).
     pub decoded_cpu_fallback: u64,
+    /// Sum over the consumer's batch requests of the samples that were
+    /// finished and waiting at that moment (see
+    /// [`mean_queue_depth`](Self::mean_queue_depth)).
+    pub queue_depth_sum: u64,
+    /// Batch requests counted in `queue_depth_sum`.
+    pub queue_depth_polls: u64,
     /// Failed samples per kind, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
 }
@@ -98,6 +108,13 @@ impl Stats {
     /// Failed samples of one kind.
     pub fn errors_of(&self, kind: ErrorKind) -> u64 {
         self.errors[kind.index()]
+    }
+
+    /// Samples finished and waiting when the consumer asked for a batch,
+    /// on average: near the prefetch window when the loader is ahead, near
+    /// zero when the consumer waits.
+    pub fn mean_queue_depth(&self) -> f64 {
+        self.queue_depth_sum as f64 / self.queue_depth_polls.max(1) as f64
     }
 
     /// Failed samples of all kinds.

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use gpufeed::{DType, ErrorKind, Layout, Normalize, Pipeline, Source, Transform};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
+use serde_json::{Value, json};
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(crate) struct Args {
     /// ImageFolder dataset (ROOT/CLASS/IMAGE). Default: the repository's
     /// data/sample.
@@ -51,6 +51,30 @@ pub(crate) struct Args {
     /// CPU decoder: zune or turbojpeg (needs the `turbojpeg` feature).
     #[arg(long, default_value = "zune", value_parser = super::parse_cpu_decoder)]
     cpu_decoder: gpufeed::decode::CpuBackend,
+    /// Batches prepared ahead of the consumer.
+    #[arg(long, default_value_t = 2)]
+    prefetch: usize,
+    /// CUDA backend: decode on CPU threads instead of nvJPEG.
+    #[arg(long)]
+    cpu_decode: bool,
+    /// CUDA backend: share of hardware-decodable images sent to the
+    /// hardware JPEG engine (default: the library's).
+    #[arg(long)]
+    hardware_share: Option<f32>,
+    /// Simulated training step: sleep this many milliseconds per batch
+    /// (after waiting for a device batch), to see whether the loader keeps
+    /// up with a model.
+    #[arg(long, default_value_t = 0.0)]
+    consumer_ms: f64,
+    /// Run every combination of these settings (repeatable), e.g.
+    /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
+    /// workers, batch, prefetch, size, dtype, layout, antialias, device,
+    /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share.
+    #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
+    sweep: Vec<String>,
+    /// Also write the results table to PREFIX.json and PREFIX.csv.
+    #[arg(long, value_name = "PREFIX")]
+    out: Option<PathBuf>,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -98,15 +122,106 @@ struct EpochResult {
     seconds: f64,
 }
 
-pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let data = super::data_or_sample(args.data)?;
-    let source = open_dataset(&data)?;
-    let classes = source.classes().len();
-    let n_files = source.len();
+/// Set one `--sweep` key on a copy of the arguments.
+fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
+    let num = |v: &str| v.parse::<usize>().with_context(|| format!("{key}={v}"));
+    match key {
+        "readers" => args.readers = num(v)?,
+        "workers" => args.workers = Some(num(v)?),
+        "batch" => args.batch = num(v)?,
+        "prefetch" => args.prefetch = num(v)?,
+        "size" => args.size = num(v)?,
+        "dtype" => args.dtype = parse_dtype(v).map_err(anyhow::Error::msg)?,
+        "layout" => args.layout = parse_layout(v).map_err(anyhow::Error::msg)?,
+        "antialias" => args.antialias = v.parse().with_context(|| format!("{key}={v}"))?,
+        "device" => args.device = super::parse_device(v)?,
+        "cpu-decoder" => args.cpu_decoder = super::parse_cpu_decoder(v)?,
+        "transform" => args.transform = v.to_string(),
+        "consumer-ms" => args.consumer_ms = v.parse().with_context(|| format!("{key}={v}"))?,
+        "cpu-decode" => args.cpu_decode = v.parse().with_context(|| format!("{key}={v}"))?,
+        "hardware-share" => {
+            args.hardware_share = Some(v.parse().with_context(|| format!("{key}={v}"))?)
+        }
+        _ => bail!("unknown --sweep key {key:?}"),
+    }
+    Ok(())
+}
+
+/// Every combination of the sweeps: (label, arguments).
+fn expand(args: &Args) -> anyhow::Result<Vec<(String, Args)>> {
+    let mut configs = vec![(String::new(), args.clone())];
+    for s in &args.sweep {
+        let (key, values) = s
+            .split_once('=')
+            .with_context(|| format!("--sweep {s:?}: expected KEY=V1,V2,.."))?;
+        let mut next = Vec::new();
+        for (label, a) in &configs {
+            for v in values.split(',').filter(|v| !v.is_empty()) {
+                let mut a = a.clone();
+                apply(&mut a, key, v)?;
+                let sep = if label.is_empty() { "" } else { " " };
+                next.push((format!("{label}{sep}{key}={v}"), a));
+            }
+        }
+        configs = next;
+    }
+    Ok(configs)
+}
+
+/// CPU time of this process (user + system) from /proc/self/stat, whose
+/// fields 14 and 15 count clock ticks (100 per second on Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name may hold spaces; fields restart after its ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// A field of /proc/self/status in KiB (VmHWM, VmRSS).
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reset the peak-RSS mark (Linux: writing 5 to clear_refs), so that each
+/// configuration of a sweep reports its own peak.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// One configuration's measurement.
+struct Run {
+    label: String,
+    backend: String,
+    epochs: Vec<EpochResult>,
+    /// Steady state: the epochs after the first (all when there is one).
+    img_per_s: f64,
+    mb_per_s: f64,
+    cpu_s_per_1000: f64,
+    peak_rss_mib: f64,
+    memory: gpufeed::Memory,
+    queue_depth_batches: f64,
+    wait_fraction: f64,
+    limit: String,
+    stats: gpufeed::Stats,
+    workers: usize,
+}
+
+fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> anyhow::Result<Run> {
+    let source = open_dataset(data)?;
     let mut builder = Pipeline::builder()
         .source(source)
         .batch_size(args.batch)
         .readers(args.readers)
+        .prefetch(args.prefetch)
         .output_size(args.size, args.size)
         .dtype(args.dtype)
         .layout(args.layout)
@@ -122,25 +237,31 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .flip_h(if args.transform == "train" { 0.5 } else { 0.0 })
         .antialias(args.antialias)
         .cpu_backend(args.cpu_decoder)
+        .gpu_decode(!args.cpu_decode)
         .device(args.device);
     if let Some(w) = args.workers {
         builder = builder.workers(w);
     }
+    if let Some(s) = args.hardware_share {
+        builder = builder.hardware_decode_share(s);
+    }
+    reset_peak_rss();
     let mut pipeline = builder.build().context("building the pipeline")?;
-
     let total = pipeline.batches_per_epoch() as u64 * args.epochs;
-    let bar = if args.json {
-        ProgressBar::hidden()
-    } else {
+    let bar = if bar {
         let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         b.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} batches  {per_sec}  eta {eta}")
                 .expect("static template"),
         );
         b
+    } else {
+        ProgressBar::hidden()
     };
+    let step = Duration::from_secs_f64(args.consumer_ms.max(0.0) / 1e3);
     let mut epochs = Vec::new();
-    let t_all = Instant::now();
+    let (mut steady_start, mut cpu_start) = (pipeline.stats(), cpu_seconds());
+    let warmup = args.epochs > 1;
     for e in 0..args.epochs {
         let t0 = Instant::now();
         let (mut images, mut batches) = (0u64, 0u64);
@@ -155,6 +276,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 ev.synchronize()
                     .map_err(|e| anyhow::anyhow!("waiting for batch: {e:?}"))?;
             }
+            if !step.is_zero() {
+                std::thread::sleep(step);
+            }
             images += batch.len() as u64;
             batches += 1;
             bar.inc(1);
@@ -164,25 +288,195 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             batches,
             seconds: t0.elapsed().as_secs_f64(),
         });
+        if e == 0 && warmup {
+            steady_start = pipeline.stats();
+            cpu_start = cpu_seconds();
+        }
     }
     bar.finish_and_clear();
-    let wall = t_all.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_start;
     let stats = pipeline.stats();
-    let backend = pipeline.backend();
-    let memory = pipeline.memory();
-
-    // Steady state: every epoch after the first, when there is more than one.
-    let steady: Vec<&EpochResult> = epochs.iter().skip(usize::from(epochs.len() > 1)).collect();
-    let steady_images: u64 = steady.iter().map(|e| e.images).sum();
-    let steady_secs: f64 = steady.iter().map(|e| e.seconds).sum();
-    let img_per_s = steady_images as f64 / steady_secs.max(1e-9);
-    let per_image_ms = |d: Duration| d.as_secs_f64() * 1e3 / stats.samples.max(1) as f64;
+    let steady: Vec<&EpochResult> = epochs.iter().skip(usize::from(warmup)).collect();
+    let images: u64 = steady.iter().map(|e| e.images).sum();
+    let batches: u64 = steady.iter().map(|e| e.batches).sum();
+    let secs: f64 = steady.iter().map(|e| e.seconds).sum::<f64>().max(1e-9);
     let workers = args.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let d = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64();
+    let wait = d(stats.wait, steady_start.wait);
+    // Busy fraction of each stage's threads over the steady epochs: the
+    // stage nearest 100 % is what limits throughput.
+    let cpu_work = d(stats.parse, steady_start.parse)
+        + d(stats.decode, steady_start.decode)
+        + d(stats.augment, steady_start.augment);
+    let mut stages = vec![
+        (
+            format!("read ({} threads)", args.readers),
+            d(stats.read, steady_start.read) / (args.readers as f64 * secs),
+        ),
+        (
+            format!("decode/augment ({workers} threads)"),
+            cpu_work / (workers as f64 * secs),
+        ),
+        (
+            "consumer (training step)".to_string(),
+            (batches as f64 * step.as_secs_f64()) / secs,
+        ),
+    ];
+    if pipeline.memory().slots > 0 {
+        // Not timed per stage yet: the device stage runs on the consumer's
+        // thread, in the time not spent waiting or stepping.
+        let device = 1.0 - wait / secs - (batches as f64 * step.as_secs_f64()) / secs;
+        stages.push(("device stage (staging, nvJPEG, launch)".into(), device));
+    }
+    let (name, busy) = stages
+        .iter()
+        .cloned()
+        .fold((String::new(), -1.0), |a, b| if b.1 > a.1 { b } else { a });
+    let polls = (stats.queue_depth_polls - steady_start.queue_depth_polls).max(1);
+    let depth = (stats.queue_depth_sum - steady_start.queue_depth_sum) as f64 / polls as f64;
+    Ok(Run {
+        label,
+        backend: pipeline.backend(),
+        img_per_s: images as f64 / secs,
+        mb_per_s: (stats.bytes_read - steady_start.bytes_read) as f64 / 1e6 / secs,
+        cpu_s_per_1000: cpu * 1000.0 / images.max(1) as f64,
+        peak_rss_mib: status_kib("VmHWM") as f64 / 1024.0,
+        memory: pipeline.memory(),
+        queue_depth_batches: depth / args.batch as f64,
+        wait_fraction: wait / secs,
+        limit: format!("{name}: {:.0} % busy", busy * 100.0),
+        epochs,
+        stats,
+        workers,
+    })
+}
 
+fn row_json(r: &Run) -> Value {
+    json!({
+        "config": r.label,
+        "device": r.backend,
+        "img_per_s": r.img_per_s,
+        "mb_per_s": r.mb_per_s,
+        "cpu_s_per_1000_images": r.cpu_s_per_1000,
+        "peak_rss_mib": r.peak_rss_mib,
+        "pinned_mib": r.memory.pinned_bytes as f64 / (1 << 20) as f64,
+        "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
+        "queue_depth_batches": r.queue_depth_batches,
+        "wait_fraction": r.wait_fraction,
+        "limit": r.limit,
+    })
+}
+
+fn write_out(prefix: &std::path::Path, rows: &[Value]) -> anyhow::Result<()> {
+    let json_path = prefix.with_extension("json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(rows)?)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let keys = [
+        "config",
+        "device",
+        "img_per_s",
+        "mb_per_s",
+        "cpu_s_per_1000_images",
+        "peak_rss_mib",
+        "pinned_mib",
+        "device_mib",
+        "queue_depth_batches",
+        "wait_fraction",
+        "limit",
+    ];
+    let mut csv = keys.join(",") + "\n";
+    for r in rows {
+        let cells: Vec<String> = keys
+            .iter()
+            .map(|k| match &r[*k] {
+                Value::String(s) => format!("\"{}\"", s.replace('"', "\"\"")),
+                v => v.to_string(),
+            })
+            .collect();
+        csv += &(cells.join(",") + "\n");
+    }
+    let csv_path = prefix.with_extension("csv");
+    std::fs::write(&csv_path, csv).with_context(|| format!("writing {}", csv_path.display()))?;
+    eprintln!("wrote {} and {}", json_path.display(), csv_path.display());
+    Ok(())
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let data = super::data_or_sample(args.data.clone())?;
+    if args.sweep.is_empty() {
+        let r = run_one(String::new(), &args, &data, !args.json)?;
+        if let Some(prefix) = &args.out {
+            write_out(prefix, &[row_json(&r)])?;
+        }
+        return report_one(&args, &data, &r);
+    }
+    let configs = expand(&args)?;
+    let mut rows = Vec::new();
+    for (i, (label, a)) in configs.iter().enumerate() {
+        eprintln!("[{}/{}] {label}", i + 1, configs.len());
+        rows.push(run_one(label.clone(), a, &data, false)?);
+    }
+    let best = rows
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.img_per_s.total_cmp(&b.1.img_per_s))
+        .map_or(0, |(i, _)| i);
+    let values: Vec<Value> = rows.iter().map(row_json).collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&values)?);
+    } else {
+        println!(
+            "gpufeed bench --sweep  {}  ({} configurations, {} epochs each, first is warm-up)\n",
+            data.display(),
+            rows.len(),
+            args.epochs
+        );
+        println!(
+            "  {:<34} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>6} {:>5}  limit",
+            "config", "img/s", "MB/s", "CPU-s/1k", "RSS MiB", "pin MiB", "dev MiB", "queue", "wait"
+        );
+        for (i, r) in rows.iter().enumerate() {
+            println!(
+                "{} {:<34} {:>9.1} {:>7.1} {:>9.2} {:>8.0} {:>8.0} {:>8.0} {:>6.2} {:>4.0}%  {}",
+                if i == best { "*" } else { " " },
+                r.label,
+                r.img_per_s,
+                r.mb_per_s,
+                r.cpu_s_per_1000,
+                r.peak_rss_mib,
+                r.memory.pinned_bytes as f64 / (1 << 20) as f64,
+                r.memory.device_bytes as f64 / (1 << 20) as f64,
+                r.queue_depth_batches,
+                r.wait_fraction * 100.0,
+                r.limit
+            );
+        }
+        println!(
+            "\n  * best. queue: batches' worth of finished samples waiting when the consumer \
+             asked; wait: share of time the consumer waited for data; limit: the busiest stage."
+        );
+    }
+    if let Some(prefix) = &args.out {
+        write_out(prefix, &values)?;
+    }
+    Ok(())
+}
+
+fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()> {
+    let source = open_dataset(data)?;
+    let (n_files, classes) = (source.len(), source.classes().len());
+    let stats = &r.stats;
+    let per_image_ms = |d: Duration| d.as_secs_f64() * 1e3 / stats.samples.max(1) as f64;
+    let workers = r.workers;
+    let wall: f64 = r.epochs.iter().map(|e| e.seconds).sum();
+    let backend = &r.backend;
+    let memory = r.memory;
+    let img_per_s = r.img_per_s;
+    let epochs = &r.epochs;
     if args.json {
         let errors: serde_json::Map<_, _> = ErrorKind::ALL
             .iter()
@@ -220,6 +514,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 "wait": per_image_ms(stats.wait),
             },
             "errors": errors,
+            "mb_per_s": r.mb_per_s,
+            "cpu_s_per_1000_images": r.cpu_s_per_1000,
+            "peak_rss_mib": r.peak_rss_mib,
+            "queue_depth_batches": r.queue_depth_batches,
+            "wait_fraction": r.wait_fraction,
+            "limit": r.limit,
+            "consumer_ms": args.consumer_ms,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -258,7 +559,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             e.images as f64 / e.seconds.max(1e-9)
         );
     }
-    println!("\n  throughput (steady state): {img_per_s:.1} img/s");
+    println!(
+        "\n  throughput (steady state): {img_per_s:.1} img/s, {:.1} MB/s read, {:.2} CPU-s per \
+         1000 images, peak RSS {:.0} MiB\n  consumer waited {:.0} % of the time; queue {:.2} \
+         batches; limit: {}",
+        r.mb_per_s,
+        r.cpu_s_per_1000,
+        r.peak_rss_mib,
+        r.wait_fraction * 100.0,
+        r.queue_depth_batches,
+        r.limit
+    );
     println!(
         "\n  {:<9}  {:>10}  {:>12}",
         "stage", "total s", "ms / image"
