@@ -86,8 +86,20 @@ if [ -d "$data" ]; then
   run kernel-bench "$here/bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
 fi
 if [ $# -ge 1 ]; then
-  run bench-cuda "$here/bin/gpufeed" bench "$1" --device cuda:0 --json
+  # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
+  run bench-cuda "$here/bin/gpufeed" bench "$1" --device cuda:0 --batch 256 --dtype f16 \
+    --epochs 5 --json
+  run bench-cuda-routes "$here/bin/gpufeed" bench "$1" --device cuda:0 --batch 256 \
+    --dtype f16 --epochs 3 --sweep hardware-share=0,0.65,1 --sweep cpu-decode=false,true \
+    --out "$logs/routes"
+  run bench-cuda-readers "$here/bin/gpufeed" bench "$1" --device cuda:0 --batch 256 \
+    --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
   run bench-cpu "$here/bin/gpufeed" bench "$1" --device cpu --json
+  # Peers side by side (torchvision GPU, DALI when installed): needs the
+  # repository checkout for benches/peers.
+  if [ -f benches/peers/compare.sh ]; then
+    run peers bash benches/peers/compare.sh "$1" 3 "$logs/peers"
+  fi
 fi
 echo "logs: $logs"
 exit $status

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import resource
 import sys
 import time
 from multiprocessing import Pool
@@ -108,11 +109,19 @@ def main():
             epochs.append((n, time.perf_counter() - t0))
     steady = epochs[1:] or epochs
     img_s = sum(n for n, _ in steady) / sum(t for _, t in steady)
+    # Worker processes are counted once they have exited (the pool is
+    # closed here), so this covers every epoch, warm-up included.
+    cpu = sum(
+        u.ru_utime + u.ru_stime
+        for u in (resource.getrusage(resource.RUSAGE_SELF),
+                  resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
     print(json.dumps({
         "loader": "torchvision" if TV is not None else "pillow+numpy",
         "workers": a.workers, "batch": a.batch, "files": len(files),
         "epochs": [{"images": n, "seconds": t} for n, t in epochs],
         "img_per_s": img_s,
+        "cpu_s_per_1000_images": cpu * 1000 / sum(n for n, _ in epochs),
     }))
 
 
