@@ -38,13 +38,8 @@ macro_rules! call {
 impl Handle {
     /// A handle for one backend (`nvjpegCreateEx`, default allocators).
     /// The hardware backend fails on GPUs without the NVJPG engine.
-    pub(crate) fn with_backend(hardware: bool) -> Result<Handle> {
+    pub(crate) fn with_backend(backend: sys::nvjpegBackend_t) -> Result<Handle> {
         let lib = library()?;
-        let backend = if hardware {
-            sys::nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE
-        } else {
-            sys::nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT
-        };
         let mut raw: sys::nvjpegHandle_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegHandle_t = &mut raw;
         let null_dev: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
@@ -142,9 +137,20 @@ pub(crate) struct Dest {
 }
 
 impl BatchedDecoder {
-    /// A decoder on the hardware engine (`hardware`) or CUDA.
+    /// A decoder on the hardware engine (`hardware`) or CUDA. The CUDA
+    /// decoder prefers `NVJPEG_BACKEND_GPU_HYBRID`, whose batched decode
+    /// runs Huffman decoding on the GPU for baseline images in batches of
+    /// more than 50 (nvJPEG docs, nvjpegBackend_t), instead of on the
+    /// calling CPU thread; it falls back to the default backend.
     pub(crate) fn new(hardware: bool) -> Result<BatchedDecoder> {
-        let handle = Arc::new(Handle::with_backend(hardware)?);
+        use sys::nvjpegBackend_t as B;
+        let handle = if hardware {
+            Handle::with_backend(B::NVJPEG_BACKEND_HARDWARE)?
+        } else {
+            Handle::with_backend(B::NVJPEG_BACKEND_GPU_HYBRID)
+                .or_else(|_| Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT))?
+        };
+        let handle = Arc::new(handle);
         let state = JpegState::new(&handle)?;
         let stream = JpegStream::new(&handle)?;
         Ok(BatchedDecoder {
