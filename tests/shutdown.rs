@@ -30,8 +30,9 @@ fn devices() -> Vec<Device> {
 
 #[test]
 fn two_hundred_create_iterate_drop_cycles() {
+    let threads_before = proc_::threads();
     let (tick, ticks) = mpsc::channel::<usize>();
-    std::thread::spawn(move || {
+    let watchdog = std::thread::spawn(move || {
         let mut last = 0;
         loop {
             match ticks.recv_timeout(HANG) {
@@ -46,7 +47,6 @@ fn two_hundred_create_iterate_drop_cycles() {
     });
     let source = Source::image_folder(common::sample_dir()).unwrap();
     let devices = devices();
-    let threads_before = proc_::threads();
     let mut rss_after_warmup = 0;
     let mut worst_drop = Duration::ZERO;
     for i in 0..200 {
@@ -100,16 +100,26 @@ fn two_hundred_create_iterate_drop_cycles() {
         }
     }
     drop(tick);
-    let threads_after = proc_::threads();
+    watchdog.join().unwrap();
+    // A joined thread leaves the kernel's count a moment after join()
+    // returns (the tid is cleared before the task is released), so give
+    // the count a few seconds to settle; a leaked thread never would.
+    let mut threads_after = proc_::threads();
+    for _ in 0..50 {
+        if threads_after <= threads_before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        threads_after = proc_::threads();
+    }
     let rss_end = proc_::rss_kib();
     println!(
         "shutdown: 200 cycles on {devices:?}: threads {threads_before} -> {threads_after}, \
          RSS after cycle 20 {rss_after_warmup} KiB -> after cycle 200 {rss_end} KiB, \
          slowest drop {worst_drop:?}"
     );
-    // The watchdog thread may still be alive (it exits on its next wake).
-    assert!(
-        threads_after <= threads_before,
+    assert_eq!(
+        threads_after, threads_before,
         "threads leaked: {threads_before} -> {threads_after}"
     );
     assert!(
