@@ -1,11 +1,11 @@
 //! The CUDA side: device discovery, kernel sources and their compilation.
 //!
 //! Everything here is guarded so that a machine without a driver, without
-//! NVRTC or without a GPU gets an [`Error`](crate::Error), never a panic:
+//! NVRTC or without a GPU gets an [`Error`], never a panic:
 //! cudarc loads `libcuda`/`libnvrtc` lazily and panics when they are missing,
 //! so every entry point checks `is_culib_present()` first.
 //!
-//! The pipeline drives the kernels through [`stage`]: decoded pixels are
+//! The pipeline drives the kernels through `stage.rs`: decoded pixels are
 //! packed into pinned staging, copied once per batch, and augmented by one
 //! launch per view spec into device buffers that the trainer receives.
 #![allow(unsafe_code)]
