@@ -36,10 +36,7 @@ fn gpu_or_skip(test: &str) -> Option<Target> {
             gpu_decode: false,
         }),
         Err(e) => {
-            if std::env::var("GPUFEED_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("{test}: GPUFEED_REQUIRE_GPU=1 but no GPU: {e}");
-            }
-            eprintln!("SKIPPED (no CUDA device: {test}: {e})");
+            common::skip(test, "GPUFEED_REQUIRE_GPU", format!("no CUDA device: {e}"));
             None
         }
     }

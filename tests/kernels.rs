@@ -3,16 +3,19 @@
 //! the `nvidia-cuda-nvrtc` wheel), no GPU. With `GPUFEED_REQUIRE_NVRTC=1`
 //! a missing NVRTC fails instead of skipping.
 
+mod common;
+
 use gpufeed::cuda::{AUGMENT_KERNELS, kernel_sources, nvrtc};
 
 fn nvrtc_or_skip(test: &str) -> bool {
     if nvrtc::available() {
         return true;
     }
-    if std::env::var("GPUFEED_REQUIRE_NVRTC").as_deref() == Ok("1") {
-        panic!("{test}: GPUFEED_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)");
-    }
-    eprintln!("SKIPPED ({test}: libnvrtc not found)");
+    common::skip(
+        test,
+        "GPUFEED_REQUIRE_NVRTC",
+        "libnvrtc cannot be loaded (LD_LIBRARY_PATH?)",
+    );
     false
 }
 

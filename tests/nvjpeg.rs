@@ -3,6 +3,8 @@
 //! With `GPUFEED_REQUIRE_NVJPEG=1` a missing library fails instead of
 //! skipping.
 
+mod common;
+
 use gpufeed::decode::nvjpeg;
 
 fn lib_or_skip(test: &str) -> bool {
@@ -12,10 +14,7 @@ fn lib_or_skip(test: &str) -> bool {
             true
         }
         Err(e) => {
-            if std::env::var("GPUFEED_REQUIRE_NVJPEG").as_deref() == Ok("1") {
-                panic!("{test}: GPUFEED_REQUIRE_NVJPEG=1 but {e}");
-            }
-            eprintln!("SKIPPED ({test}: {e})");
+            common::skip(test, "GPUFEED_REQUIRE_NVJPEG", e);
             false
         }
     }

@@ -17,10 +17,11 @@ fn gpu_or_skip(test: &str) -> bool {
     match gpufeed::cuda::devices().and_then(|_| nvjpeg::version()) {
         Ok(_) => true,
         Err(e) => {
-            if std::env::var("GPUFEED_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("{test}: GPUFEED_REQUIRE_GPU=1 but no GPU/nvJPEG: {e}");
-            }
-            eprintln!("SKIPPED (no CUDA device: {test}: {e})");
+            common::skip(
+                test,
+                "GPUFEED_REQUIRE_GPU",
+                format!("no CUDA device or nvJPEG: {e}"),
+            );
             false
         }
     }

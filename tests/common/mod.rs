@@ -33,6 +33,16 @@ pub(crate) fn corpus(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// A test that cannot run here: print `SKIPPED (...)` and return, or fail
+/// when the environment variable `require` is `1` (the GPU runner and CI
+/// set them, so a skip there is a failure, never a silent pass).
+pub(crate) fn skip(test: &str, require: &str, why: impl std::fmt::Display) {
+    if std::env::var(require).as_deref() == Ok("1") {
+        panic!("{test}: {require}=1 but {why}");
+    }
+    eprintln!("SKIPPED ({test}: {why})");
+}
+
 /// The CPU decoders compiled into this build.
 pub(crate) fn backends() -> Vec<gpufeed::decode::CpuBackend> {
     let mut v = vec![gpufeed::decode::CpuBackend::Zune];
