@@ -397,6 +397,27 @@ pub(crate) struct JpegJob {
     pub(crate) at: usize,
 }
 
+impl JpegJob {
+    /// Decode on the CPU into `img`, which must come out at the size the
+    /// job's arena space was sized for (the header's): the route for what
+    /// nvJPEG refuses, and the emulated device's only route.
+    pub(crate) fn decode_on_cpu(
+        &self,
+        cpu: &mut crate::decode::CpuDecoder,
+        img: &mut crate::decode::Image,
+    ) -> std::result::Result<(), crate::error::SampleError> {
+        let h = crate::jpeg::parse_header(&self.bytes, u64::MAX)?;
+        cpu.decode(&self.bytes, &h, img)?;
+        if (img.width, img.height) != (self.width, self.height) {
+            return Err(crate::error::SampleError::Corrupt(format!(
+                "decoded {}x{}, header says {}x{}",
+                img.width, img.height, self.width, self.height
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// nvJPEG decoders of a pipeline: the hardware engine when the GPU has one,
 /// CUDA always, and the CPU decoder for what both refuse.
 pub(crate) struct NvRoute {
@@ -518,22 +539,14 @@ impl CudaEngine {
             // cannot tell the routes apart.
             let j = &jobs[k];
             let mut img = crate::decode::Image::default();
-            let decoded = crate::jpeg::parse_header(&j.bytes, u64::MAX)
-                .and_then(|h| route.cpu.decode(&j.bytes, &h, &mut img));
-            match decoded {
-                Ok(()) if (img.width, img.height) == (j.width, j.height) => {
+            match j.decode_on_cpu(&mut route.cpu, &mut img) {
+                Ok(()) => {
                     s.memcpy_htod(
                         img.data.as_slice(),
                         &mut slot.arena.slice_mut(j.at..j.at + img.data.len()),
                     )
                     .map_err(drv("upload CPU-decoded image"))?;
                     counts.cpu += 1;
-                }
-                Ok(()) => {
-                    result[k] = Some(crate::error::SampleError::Corrupt(format!(
-                        "decoded {}x{}, header says {}x{}",
-                        img.width, img.height, j.width, j.height
-                    )))
                 }
                 Err(e) => result[k] = Some(e),
             }

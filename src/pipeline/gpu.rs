@@ -480,12 +480,7 @@ impl DeviceStage {
                 let mut img = crate::decode::Image::default();
                 let mut out = Vec::with_capacity(jobs.len());
                 for j in &jobs {
-                    let r = crate::jpeg::parse_header(&j.bytes, u64::MAX)
-                        .and_then(|h| cpu.decode(&j.bytes, &h, &mut img));
-                    out.push(match r {
-                        Ok(()) if (img.width, img.height) != (j.width, j.height) => Some(
-                            SampleError::Corrupt("decoded size differs from the header".into()),
-                        ),
+                    out.push(match j.decode_on_cpu(cpu, &mut img) {
                         Ok(()) => {
                             slot.emu_arena[j.at..j.at + img.data.len()].copy_from_slice(&img.data);
                             counts.cpu += 1;
