@@ -213,10 +213,13 @@ struct Run {
     limit: String,
     stats: gpufeed::Stats,
     workers: usize,
+    files: usize,
+    classes: usize,
 }
 
 fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> anyhow::Result<Run> {
     let source = open_dataset(data)?;
+    let (files, classes) = (source.len(), source.classes().len());
     let mut builder = Pipeline::builder()
         .source(source)
         .batch_size(args.batch)
@@ -352,6 +355,8 @@ fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> any
         epochs,
         stats,
         workers,
+        files,
+        classes,
     })
 }
 
@@ -467,8 +472,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()> {
-    let source = open_dataset(data)?;
-    let (n_files, classes) = (source.len(), source.classes().len());
+    let (n_files, classes) = (r.files, r.classes);
     let stats = &r.stats;
     let per_image_ms = |d: Duration| d.as_secs_f64() * 1e3 / stats.samples.max(1) as f64;
     let workers = r.workers;
