@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
-use gpufeed::{Device, OnError, Pipeline, Sample, Source};
+use gpufeed::{Device, OnError, Pipeline};
 
 /// Per-file limit. Generous: the slowest file (6000x6000) takes well under a
 /// second in an optimised build; this only catches hangs.
@@ -139,15 +139,8 @@ fn check_folder_with(corpus: &Path, sub: &str, backend: CpuBackend) {
 
     // Through the pipeline: every file is delivered exactly once or skipped
     // with an error that names it.
-    let samples = files
-        .iter()
-        .map(|p| Sample {
-            path: p.clone(),
-            label: 0,
-        })
-        .collect();
     let mut pipeline = Pipeline::builder()
-        .source(Source::from_samples(corpus, samples).unwrap())
+        .source(common::unlabelled(corpus, &files))
         .cpu_backend(backend)
         .batch_size(64)
         .output_size(32, 32)
@@ -255,15 +248,8 @@ fn whole_corpus_through_the_pipeline() {
     }
     let mut reports = Vec::new();
     for device in devices {
-        let samples = files
-            .iter()
-            .map(|p| Sample {
-                path: p.clone(),
-                label: 0,
-            })
-            .collect();
         let mut pipeline = Pipeline::builder()
-            .source(Source::from_samples(&corpus, samples).unwrap())
+            .source(common::unlabelled(&corpus, &files))
             .batch_size(64)
             .output_size(32, 32)
             .device(device)

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use gpufeed::decode::{CpuDecoder, Image, nvjpeg};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, SofKind, parse_header};
-use gpufeed::{Device, OnError, Pipeline, Sample, Source};
+use gpufeed::{Device, OnError, Pipeline};
 
 fn gpu_or_skip(test: &str) -> bool {
     match gpufeed::cuda::devices().and_then(|_| nvjpeg::version()) {
@@ -146,15 +146,8 @@ fn mixed_dataset_epoch_completes_on_the_gpu() {
     };
     let mut all = files(&corpus, "tricky");
     all.extend(files(&corpus, "photos"));
-    let samples = all
-        .iter()
-        .map(|p| Sample {
-            path: p.clone(),
-            label: 0,
-        })
-        .collect();
     let mut p = Pipeline::builder()
-        .source(Source::from_samples(&corpus, samples).unwrap())
+        .source(common::unlabelled(&corpus, &all))
         .device(Device::Cuda(0))
         .gpu_decode(true)
         .batch_size(64)

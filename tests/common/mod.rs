@@ -43,6 +43,19 @@ pub(crate) fn skip(test: &str, require: &str, why: impl std::fmt::Display) {
     eprintln!("SKIPPED ({test}: {why})");
 }
 
+/// A source of `files` under `root`, every one labelled 0 (the corpus has
+/// no classes).
+pub(crate) fn unlabelled(root: &std::path::Path, files: &[PathBuf]) -> gpufeed::Source {
+    let samples = files
+        .iter()
+        .map(|p| gpufeed::Sample {
+            path: p.clone(),
+            label: 0,
+        })
+        .collect();
+    gpufeed::Source::from_samples(root, samples).unwrap()
+}
+
 /// The CPU decoders compiled into this build.
 pub(crate) fn backends() -> Vec<gpufeed::decode::CpuBackend> {
     let mut v = vec![gpufeed::decode::CpuBackend::Zune];
