@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+from jpegs import list_jpegs
+
 try:
     from nvidia.dali import fn, pipeline_def, types
 except ImportError:
@@ -27,12 +29,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--size", type=int, default=224)
     a = ap.parse_args()
-    files = sorted(
-        os.path.join(d, f)
-        for d, _, fs in os.walk(a.data)
-        for f in fs
-        if f.lower().endswith((".jpg", ".jpeg"))
-    )
+    files = list_jpegs(a.data)
 
     @pipeline_def(batch_size=a.batch, num_threads=a.threads, device_id=0, seed=0)
     def pipe():

@@ -27,6 +27,8 @@ from multiprocessing import Pool
 import numpy as np
 from PIL import Image
 
+from jpegs import list_jpegs
+
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1)
 
@@ -87,12 +89,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=3)
     a = ap.parse_args()
-    files = sorted(
-        os.path.join(d, f)
-        for d, _, fs in os.walk(a.data)
-        for f in fs
-        if f.lower().endswith((".jpg", ".jpeg"))
-    )
+    files = list_jpegs(a.data)
     if not files:
         sys.exit(f"no JPEGs under {a.data}")
     epochs = []

@@ -23,6 +23,8 @@ import torchvision
 from torchvision.io import decode_jpeg, read_file
 from torchvision.transforms import v2
 
+from jpegs import list_jpegs
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -34,12 +36,7 @@ def main():
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torchvision_gpu: no CUDA device")
-    files = sorted(
-        os.path.join(d, f)
-        for d, _, fs in os.walk(a.data)
-        for f in fs
-        if f.lower().endswith((".jpg", ".jpeg"))
-    )
+    files = list_jpegs(a.data)
     rrc = v2.Compose([v2.RandomResizedCrop(a.size, antialias=True), v2.RandomHorizontalFlip()])
     norm = v2.Normalize([0.485 * 255, 0.456 * 255, 0.406 * 255], [0.229 * 255, 0.224 * 255, 0.225 * 255])
     cpu0 = time.process_time()
