@@ -13,9 +13,9 @@ use std::time::Instant;
 use super::Pipeline;
 use super::batch::{Batch, Storage, Tensor, TensorData};
 use super::builder::OnError;
-use super::gpu::Slot;
+use super::gpu::{DeviceStage, Slot};
 use super::stats::Counters;
-use super::worker::{Done, Output, Task};
+use super::worker::{Done, Output, Shared, Task};
 use crate::augment::Layout;
 use crate::error::{Error, Result, SampleError};
 
@@ -187,34 +187,38 @@ impl<'a> Epoch<'a> {
     /// follow sampler order even though nvJPEG-route samples are only known
     /// good once decoded (in `resolve`).
     fn take_device(&mut self, output: Output, meta: (u32, std::path::PathBuf, u32)) -> Result<()> {
-        let p = &*self.p;
-        let (Some(stage), Some(part)) = (&p.stage, self.current.as_mut()) else {
-            unreachable!("take() checked the stage and made the partial");
-        };
-        let Some(slot) = part.slot.as_mut() else {
-            unreachable!("device partials hold a slot");
-        };
         let pending = match output {
             Output::Jpeg(j) => {
+                let (stage, _, slot) = self.device_parts();
                 if !stage.jpeg_fits(slot, &j) {
                     self.resolve()?;
                 }
-                let p = &*self.p;
-                let part = self.current.as_mut().expect("still there");
-                let slot = part.slot.as_mut().expect("still there");
-                let stage = p.stage.as_ref().expect("still there");
-                let n = stage.put_jpeg(&p.shared.config, slot, j)?;
-                Counters::add(&p.shared.counters.launches, n as u64);
+                let (stage, shared, slot) = self.device_parts();
+                let n = stage.put_jpeg(&shared.config, slot, j)?;
+                Counters::add(&shared.counters.launches, n as u64);
                 Pending::Jpeg
             }
             other => Pending::Ready(other),
         };
-        let part = self.current.as_mut().expect("still there");
+        let part = self.current.as_mut().expect("take() made the partial");
         part.tentative.push((pending, meta));
         if part.labels.len() + part.tentative.len() == self.p.shared.config.batch_size {
             self.resolve()?;
         }
         Ok(())
+    }
+
+    /// The device stage, the shared state and the slot of the batch being
+    /// filled; only called on the device path after `partial()`.
+    fn device_parts(&mut self) -> (&DeviceStage, &Shared, &mut Slot) {
+        let p = &*self.p;
+        let stage = p.stage.as_ref().expect("device path");
+        let slot = self
+            .current
+            .as_mut()
+            .and_then(|c| c.slot.as_mut())
+            .expect("device partials hold a slot");
+        (stage, &p.shared, slot)
     }
 
     /// Decode the tentative nvJPEG samples and give every tentative sample
