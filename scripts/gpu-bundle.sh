@@ -67,7 +67,7 @@ run device-stage "$here/bin/test-device_stage" gpu_ --test-threads=1
 # nvJPEG against the CPU decoder, and the reliability checks with the GPU
 # backend included (they need the corpus: GPUFEED_CORPUS, default
 # ../shared/testdata relative to the build tree, else set it).
-GPUFEED_REQUIRE_NVJPEG=1 run nvjpeg-decode "$here/bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 run nvjpeg-decode "$here/bin/test-nvjpeg_decode" --test-threads=1 --nocapture
 run corpus "$here/bin/test-corpus" whole_corpus --nocapture
 run shutdown "$here/bin/test-shutdown" --nocapture
 run memory "$here/bin/test-memory" --nocapture

@@ -393,9 +393,17 @@ pub(crate) struct JpegJob {
     pub(crate) bytes: Vec<u8>,
     pub(crate) width: u32,
     pub(crate) height: u32,
-    /// Byte offset in the arena.
+    /// Byte offset in the arena, which has room for the whole image.
     pub(crate) at: usize,
+    /// The part of the image the crops read, when smaller than the image:
+    /// routes that can decode just this window do.
+    pub(crate) roi: Option<crate::decode::nvjpeg::Roi>,
 }
+
+/// How one job came out: decoded (the whole image, or only the window
+/// given, packed at its own width), or why it failed on every route.
+pub(crate) type JpegOutcome =
+    std::result::Result<Option<crate::decode::nvjpeg::Roi>, crate::error::SampleError>;
 
 impl JpegJob {
     /// Decode on the CPU into `img`, which must come out at the size the
@@ -450,13 +458,13 @@ pub(crate) struct RouteCounts {
 impl NvRoute {
     /// nvJPEG's decoders; `share` of the images the hardware engine
     /// supports go to it. An error when nvJPEG cannot be used at all.
-    pub(crate) fn new(share: f32, cpu: crate::decode::CpuDecoder) -> Result<NvRoute> {
+    pub(crate) fn new(share: f32, batch: usize, cpu: crate::decode::CpuDecoder) -> Result<NvRoute> {
         use crate::decode::nvjpeg::BatchedDecoder;
         Ok(NvRoute {
             // No engine (or no nvJPEG support for it) is not an error.
-            hw: BatchedDecoder::new(true).ok(),
-            cuda: BatchedDecoder::new(false)?,
-            single: BatchedDecoder::new(false)?,
+            hw: BatchedDecoder::new(true, batch).ok(),
+            cuda: BatchedDecoder::new(false, batch)?,
+            single: BatchedDecoder::new(false, 1)?,
             cpu,
             share,
             acc: 0.0,
@@ -470,35 +478,40 @@ impl NvRoute {
 
 impl CudaEngine {
     /// Decode `jobs` into the slot's arena: hardware engine (its share of
-    /// what it supports), then CUDA, then one image at a time on CUDA for
-    /// a batch that failed, then the CPU decoder (uploaded). Returns one
-    /// entry per job: `None` when decoded, else why it failed everywhere.
+    /// what it supports, only the job's window where it can), then CUDA
+    /// (whole images), then one image at a time on CUDA for a batch that
+    /// failed, then the CPU decoder (uploaded). One outcome per job.
     pub(crate) fn decode_jpegs(
         &self,
         slot: &mut CudaSlot,
         jobs: Vec<JpegJob>,
         route: &mut NvRoute,
         counts: &mut RouteCounts,
-    ) -> Result<Vec<Option<crate::error::SampleError>>> {
-        use crate::decode::nvjpeg::Dest;
+    ) -> Result<Vec<JpegOutcome>> {
+        use crate::decode::nvjpeg::{Dest, Roi};
         let s = &self.k.stream;
         self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let base = {
             let (p, _record) = slot.arena.device_ptr_mut(s);
             p
         };
-        let dest = |j: &JpegJob| Dest {
+        let dest = |j: &JpegJob, roi: Option<Roi>| Dest {
             ptr: base + j.at as u64,
-            pitch: j.width as usize * 3,
+            pitch: roi.map_or(j.width, |r| r.w) as usize * 3,
         };
         for j in &jobs {
             assert!(j.at + j.width as usize * j.height as usize * 3 <= slot.arena.len());
         }
         let stream = s.cu_stream().cast();
+        // Per job: the window the hardware engine decodes (None: whole).
+        let mut windows: Vec<Option<Roi>> = vec![None; jobs.len()];
         let (mut to_hw, mut to_cuda) = (Vec::new(), Vec::new());
         for (k, j) in jobs.iter().enumerate() {
-            let supported = route.hw.as_mut().is_some_and(|hw| hw.supports(&j.bytes));
-            let hw = supported && {
+            let support = route
+                .hw
+                .as_mut()
+                .and_then(|hw| hw.hardware_support(&j.bytes, j.roi));
+            let hw = support.is_some() && {
                 route.acc += route.share;
                 let take = route.acc >= 1.0;
                 if take {
@@ -506,32 +519,52 @@ impl CudaEngine {
                 }
                 take
             };
-            if hw { to_hw.push(k) } else { to_cuda.push(k) }
+            if hw {
+                windows[k] = support.flatten();
+                to_hw.push(k);
+            } else {
+                to_cuda.push(k);
+            }
         }
-        let run = |dec: &mut crate::decode::nvjpeg::BatchedDecoder, ks: &[usize]| {
+        let run = |dec: &mut crate::decode::nvjpeg::BatchedDecoder,
+                   ks: &[usize],
+                   rois: &[Option<Roi>]| {
             let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
-            let dst: Vec<Dest> = ks.iter().map(|&k| dest(&jobs[k])).collect();
+            let dst: Vec<Dest> = ks
+                .iter()
+                .zip(rois)
+                .map(|(&k, &r)| dest(&jobs[k], r))
+                .collect();
             // SAFETY: each destination is inside the arena (asserted
-            // above), which lives in the slot until `ready` completes; the
-            // compressed bytes move into `slot.jpegs` below and stay there
-            // until then too; the context is bound to this thread.
-            unsafe { dec.decode(&data, &dst, stream) }
+            // above: the job's space holds the whole image, so also any
+            // window of it), which lives in the slot until `ready`
+            // completes; the compressed bytes move into `slot.jpegs` below
+            // and stay there until then too; the context is bound to this
+            // thread.
+            unsafe { dec.decode(&data, &dst, rois, stream) }
         };
+        let mut result: Vec<JpegOutcome> = jobs.iter().map(|_| Ok(None)).collect();
         let mut retry = Vec::new();
         if let Some(hw) = route.hw.as_mut() {
-            match run(hw, &to_hw) {
-                Ok(()) => counts.hardware += to_hw.len() as u64,
+            let rois: Vec<Option<Roi>> = to_hw.iter().map(|&k| windows[k]).collect();
+            match run(hw, &to_hw, &rois) {
+                Ok(()) => {
+                    counts.hardware += to_hw.len() as u64;
+                    for &k in &to_hw {
+                        result[k] = Ok(windows[k]);
+                    }
+                }
+                // Whole images on CUDA instead: the arena has room.
                 Err(_) => to_cuda.append(&mut to_hw),
             }
         }
-        match run(&mut route.cuda, &to_cuda) {
+        let whole = vec![None; to_cuda.len()];
+        match run(&mut route.cuda, &to_cuda, &whole) {
             Ok(()) => counts.cuda += to_cuda.len() as u64,
             Err(_) => retry = to_cuda,
         }
-        let mut result: Vec<Option<crate::error::SampleError>> =
-            jobs.iter().map(|_| None).collect();
         for k in retry {
-            if run(&mut route.single, &[k]).is_ok() {
+            if run(&mut route.single, &[k], &[None]).is_ok() {
                 counts.cuda += 1;
                 continue;
             }
@@ -548,7 +581,7 @@ impl CudaEngine {
                     .map_err(drv("upload CPU-decoded image"))?;
                     counts.cpu += 1;
                 }
-                Err(e) => result[k] = Some(e),
+                Err(e) => result[k] = Err(e),
             }
         }
         slot.jpegs.extend(jobs.into_iter().map(|j| j.bytes));

@@ -30,7 +30,10 @@ use super::builder::Config;
 use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::cuda::desc::{GfLaunch, GfTile};
-use crate::cuda::stage::{CudaEngine, CudaSlot, JpegJob, NvRoute, RouteCounts, StageLaunch};
+use crate::cuda::stage::{
+    CudaEngine, CudaSlot, JpegJob, JpegOutcome, NvRoute, RouteCounts, StageLaunch,
+};
+use crate::decode::nvjpeg::Roi;
 use crate::error::{Error, Result, SampleError};
 
 /// Kernel launches have at most this many tiles (the grid's y limit).
@@ -47,25 +50,39 @@ pub(crate) struct Region {
     pub(crate) params: Vec<SampleParams>,
 }
 
+/// The bounding box `(x0, y0, x1, y1)` of every draw's source window: the
+/// only pixels the kernel reads (the CPU reference asserts the same).
+fn bounds(params: &[SampleParams]) -> (u32, u32, u32, u32) {
+    let x0 = params.iter().map(|p| p.x.start).min().unwrap_or(0);
+    let y0 = params.iter().map(|p| p.y.start).min().unwrap_or(0);
+    let x1 = params
+        .iter()
+        .map(|p| p.x.start + p.x.len)
+        .max()
+        .unwrap_or(0);
+    let y1 = params
+        .iter()
+        .map(|p| p.y.start + p.y.len)
+        .max()
+        .unwrap_or(0);
+    (x0, y0, x1, y1)
+}
+
+/// Shift the draws so that `(x0, y0)` becomes the origin. The kernel adds
+/// the integer start after computing taps relative to it, so the shift
+/// changes no arithmetic.
+fn shift(params: &mut [SampleParams], x0: u32, y0: u32) {
+    for p in params {
+        p.x.start -= x0;
+        p.y.start -= y0;
+    }
+}
+
 impl Region {
     /// Cut the bounding box of every draw's source window out of `img` and
-    /// shift the draws to it. The kernel reads only inside
-    /// `[start, start + len)` on each axis (the CPU reference asserts the
-    /// same), and it adds the integer start after computing taps relative to
-    /// it, so the shift changes no arithmetic.
+    /// shift the draws to it.
     pub(crate) fn cut(img: &crate::decode::Image, mut params: Vec<SampleParams>) -> Region {
-        let x0 = params.iter().map(|p| p.x.start).min().unwrap_or(0);
-        let y0 = params.iter().map(|p| p.y.start).min().unwrap_or(0);
-        let x1 = params
-            .iter()
-            .map(|p| p.x.start + p.x.len)
-            .max()
-            .unwrap_or(0);
-        let y1 = params
-            .iter()
-            .map(|p| p.y.start + p.y.len)
-            .max()
-            .unwrap_or(0);
+        let (x0, y0, x1, y1) = bounds(&params);
         let (w, h) = (x1 - x0, y1 - y0);
         let row = w as usize * 3;
         let mut pixels = Vec::with_capacity(row * h as usize);
@@ -74,10 +91,7 @@ impl Region {
             let at = y as usize * pitch + x0 as usize * 3;
             pixels.extend_from_slice(&img.data[at..at + row]);
         }
-        for p in &mut params {
-            p.x.start -= x0;
-            p.y.start -= y0;
-        }
+        shift(&mut params, x0, y0);
         Region {
             pixels,
             width: w,
@@ -103,6 +117,20 @@ impl Jpeg {
     fn need(&self) -> usize {
         (self.width as usize * self.height as usize * 3).next_multiple_of(256)
     }
+
+    /// The window the draws read, when it is smaller than the image: what a
+    /// crop-region decode needs (issue 5, item 3).
+    fn window(&self) -> Option<Roi> {
+        let (x0, y0, x1, y1) = bounds(&self.params);
+        let roi = Roi {
+            x: x0,
+            y: y0,
+            w: x1 - x0,
+            h: y1 - y0,
+        };
+        let whole = (roi.w, roi.h) == (self.width, self.height);
+        (!whole && roi.w > 0 && roi.h > 0).then_some(roi)
+    }
 }
 
 /// A decoded nvJPEG-route image in the arena, waiting for its batch
@@ -116,6 +144,7 @@ pub(crate) struct Placed {
 }
 
 /// Who decodes the nvJPEG route's images.
+#[allow(clippy::large_enum_variant)] // One per pipeline; boxing buys nothing.
 enum JpegRoute {
     Cuda(NvRoute),
     /// The emulated device decodes them with the CPU decoder into its
@@ -266,13 +295,15 @@ impl DeviceStage {
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let jpeg = if cfg.gpu_decode {
             match &engine {
-                Engine::Cuda(_) => match NvRoute::new(cfg.hardware_share, fallback()?) {
-                    Ok(r) => Some(JpegRoute::Cuda(r)),
-                    Err(e) => {
-                        eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
-                        None
+                Engine::Cuda(_) => {
+                    match NvRoute::new(cfg.hardware_share, cfg.batch_size, fallback()?) {
+                        Ok(r) => Some(JpegRoute::Cuda(r)),
+                        Err(e) => {
+                            eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
+                            None
+                        }
                     }
-                },
+                }
                 #[cfg(feature = "kernel-emu")]
                 Engine::Emu => Some(JpegRoute::Emu(fallback()?)),
             }
@@ -463,31 +494,45 @@ impl DeviceStage {
         let mut geometry = Vec::with_capacity(pending.len());
         let mut jobs = Vec::with_capacity(pending.len());
         for (j, at) in pending {
+            let roi = j.window();
             geometry.push((j.width, j.height, at, j.params));
             jobs.push(JpegJob {
                 bytes: j.bytes,
                 width: j.width,
                 height: j.height,
                 at,
+                roi,
             });
         }
-        let outcome = match (&self.engine, &mut slot.mem, &mut *route) {
+        let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {
             (Engine::Cuda(e), SlotMem::Cuda(c), JpegRoute::Cuda(r)) => {
                 e.decode_jpegs(c, jobs, r, &mut counts)?
             }
             #[cfg(feature = "kernel-emu")]
             (Engine::Emu, SlotMem::Emu(_), JpegRoute::Emu(cpu)) => {
+                // Every image takes the crop-region route here, as on a
+                // hardware engine with ROI support: the decoded window is
+                // packed at its own width, and placement must shift the
+                // draws to it. CI checks that bookkeeping bit for bit.
                 let mut img = crate::decode::Image::default();
                 let mut out = Vec::with_capacity(jobs.len());
                 for j in &jobs {
-                    out.push(match j.decode_on_cpu(cpu, &mut img) {
-                        Ok(()) => {
-                            slot.emu_arena[j.at..j.at + img.data.len()].copy_from_slice(&img.data);
-                            counts.cpu += 1;
-                            None
+                    out.push(j.decode_on_cpu(cpu, &mut img).map(|()| {
+                        let arena = &mut slot.emu_arena[j.at..];
+                        match j.roi {
+                            None => arena[..img.data.len()].copy_from_slice(&img.data),
+                            Some(r) => {
+                                let (row, pitch) = (r.w as usize * 3, img.width as usize * 3);
+                                for y in 0..r.h as usize {
+                                    let from = (r.y as usize + y) * pitch + r.x as usize * 3;
+                                    arena[y * row..(y + 1) * row]
+                                        .copy_from_slice(&img.data[from..from + row]);
+                                }
+                            }
                         }
-                        Err(e) => Some(e),
-                    });
+                        counts.cpu += 1;
+                        j.roi
+                    }));
                 }
                 out
             }
@@ -498,14 +543,20 @@ impl DeviceStage {
         let placed = geometry
             .into_iter()
             .zip(outcome)
-            .map(|((w, h, at, params), err)| match err {
-                Some(e) => Err(e),
-                None => Ok(Placed {
+            .map(|((w, h, at, mut params), decoded)| {
+                let (width, height) = match decoded? {
+                    None => (w, h),
+                    Some(r) => {
+                        shift(&mut params, r.x, r.y);
+                        (r.w, r.h)
+                    }
+                };
+                Ok(Placed {
                     src: base + at as u64,
-                    width: w,
-                    height: h,
+                    width,
+                    height,
                     params,
-                }),
+                })
             })
             .collect();
         Ok((placed, counts))

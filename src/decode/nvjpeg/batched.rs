@@ -6,6 +6,9 @@
 //! `nvjpegDecodeBatched`) decodes a whole batch in one call, host Huffman
 //! work included; with a handle created for `NVJPEG_BACKEND_HARDWARE` it
 //! runs on the hardware engine (nvJPEG docs, "Hardware Acceleration").
+//! On the hardware engine, `nvjpegDecodeBatchedEx` takes per-image decode
+//! parameters, which carry the crop window (ROI) to decode (issue 5, item
+//! 3): the image comes out as just that window.
 
 use std::sync::Arc;
 
@@ -106,11 +109,66 @@ impl Drop for JpegStream {
     }
 }
 
+/// A window of the stored image, in pixels: what a crop-region decode
+/// writes, packed at a pitch of `w * 3` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Roi {
+    pub(crate) x: u32,
+    pub(crate) y: u32,
+    pub(crate) w: u32,
+    pub(crate) h: u32,
+}
+
+/// `nvjpegDecodeParams_t`: one image's options for nvjpegDecodeBatchedEx
+/// (output format and ROI).
+struct DecodeParams {
+    raw: sys::nvjpegDecodeParams_t,
+    handle: Arc<Handle>,
+}
+
+impl DecodeParams {
+    fn new(handle: &Arc<Handle>) -> Result<DecodeParams> {
+        let mut raw: sys::nvjpegDecodeParams_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegDecodeParams_t = &mut raw;
+        // The handle is live; `out` is a live slot.
+        call!(&handle.lib, nvjpegDecodeParamsCreate(handle.raw, out))?;
+        let p = DecodeParams {
+            raw,
+            handle: handle.clone(),
+        };
+        // `p.raw` was created just above and is owned by `p`.
+        call!(&handle.lib, nvjpegDecodeParamsSetOutputFormat(p.raw, RGBI))?;
+        Ok(p)
+    }
+
+    /// Decode `roi`, or the whole image for `None` (nvJPEG's "-1" size,
+    /// nvjpegDecodeParamsSetROI).
+    fn set_roi(&mut self, roi: Option<Roi>) -> Result<()> {
+        let (x, y, w, h) = match roi {
+            Some(r) => (r.x as i32, r.y as i32, r.w as i32, r.h as i32),
+            None => (0, 0, -1, -1),
+        };
+        // `raw` is owned by self and alive.
+        call!(
+            &self.handle.lib,
+            nvjpegDecodeParamsSetROI(self.raw, x, y, w, h)
+        )
+    }
+}
+
+impl Drop for DecodeParams {
+    fn drop(&mut self) {
+        let _ = call!(&self.handle.lib, nvjpegDecodeParamsDestroy(self.raw));
+    }
+}
+
 /// A decoder for one backend. Not `Sync`: the state is per thread.
 pub(crate) struct BatchedDecoder {
     handle: Arc<Handle>,
     state: JpegState,
     stream: JpegStream,
+    /// One per image of the largest batch so far (hardware engine).
+    params: Vec<DecodeParams>,
     /// The batch size the state was initialized for.
     initialized: usize,
     hardware: bool,
@@ -142,7 +200,13 @@ impl BatchedDecoder {
     /// runs Huffman decoding on the GPU for baseline images in batches of
     /// more than 50 (nvJPEG docs, nvjpegBackend_t), instead of on the
     /// calling CPU thread; it falls back to the default backend.
-    pub(crate) fn new(hardware: bool) -> Result<BatchedDecoder> {
+    ///
+    /// The hardware decoder pre-allocates its memory pool for `batch`
+    /// images (`nvjpegDecodeBatchedPreAllocate`, nvJPEG 11.6+; skipped where
+    /// the symbol is missing). Its 1×1 size hint only turns the pool on: it
+    /// grows to the largest batch seen and is then reused, instead of
+    /// allocating per batch (what nvImageCodec's hardware decoder does too).
+    pub(crate) fn new(hardware: bool, batch: usize) -> Result<BatchedDecoder> {
         use sys::nvjpegBackend_t as B;
         let handle = if hardware {
             Handle::with_backend(B::NVJPEG_BACKEND_HARDWARE)?
@@ -153,13 +217,62 @@ impl BatchedDecoder {
         let handle = Arc::new(handle);
         let state = JpegState::new(&handle)?;
         let stream = JpegStream::new(&handle)?;
+        if hardware {
+            let n = batch.clamp(1, i32::MAX as usize) as std::ffi::c_int;
+            let css = sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444;
+            // Handle and state are live and belong together. Failure (or a
+            // missing symbol) only loses the pool, so it is not an error.
+            let _ = call!(
+                &handle.lib,
+                nvjpegDecodeBatchedPreAllocate(handle.raw, state.raw, n, 1, 1, css, RGBI)
+            );
+        }
         Ok(BatchedDecoder {
             handle,
             state,
             stream,
+            params: Vec::new(),
             initialized: 0,
             hardware,
         })
+    }
+
+    /// Whether this (hardware) decoder takes `data` with the crop window
+    /// `roi`: `Some(roi)` when it decodes just the window, `Some(None)` when
+    /// only the whole image (older nvJPEG, or a window it refuses), `None`
+    /// when not at all.
+    pub(crate) fn hardware_support(
+        &mut self,
+        data: &[u8],
+        roi: Option<Roi>,
+    ) -> Option<Option<Roi>> {
+        if !self.hardware || !self.supports(data) {
+            return None;
+        }
+        let Some(r) = roi else {
+            return Some(None);
+        };
+        if self.params.is_empty() {
+            match DecodeParams::new(&self.handle) {
+                Ok(p) => self.params.push(p),
+                Err(_) => return Some(None),
+            }
+        }
+        if self.params[0].set_roi(Some(r)).is_err() {
+            return Some(None);
+        }
+        let h = &self.handle;
+        let mut unsupported: std::ffi::c_int = 1;
+        let out: *mut std::ffi::c_int = &mut unsupported;
+        // `supports` just parsed `data` into the stream; the params belong
+        // to this handle; `out` is a live slot. 0 means supported.
+        let ok = call!(
+            &h.lib,
+            nvjpegDecodeBatchedSupportedEx(h.raw, self.stream.raw, self.params[0].raw, out)
+        )
+        .is_ok()
+            && unsupported == 0;
+        Some(ok.then_some(r))
     }
 
     /// Whether this decoder's backend takes `data`
@@ -191,22 +304,32 @@ impl BatchedDecoder {
     }
 
     /// Decode `data[i]` into `dest[i]` (RGB interleaved, 8-bit) on
-    /// `stream`. Asynchronous: the destinations are written in stream
-    /// order. One failing image fails the call.
+    /// `stream`; where `rois[i]` is set, only that window (hardware engine
+    /// only, nvjpegDecodeBatchedEx). Asynchronous: the destinations are
+    /// written in stream order. One failing image fails the call.
     ///
     /// # Safety
     ///
     /// Each destination must be device memory of at least `pitch * height`
-    /// bytes of its image, and it and `data` must stay valid until the
+    /// bytes of its image (of its window, with a ROI), and it and `data`
+    /// must stay valid until the
     /// stream reaches this work; the CUDA context of `stream` must be
     /// current on this thread.
     pub(crate) unsafe fn decode(
         &mut self,
         data: &[&[u8]],
         dest: &[Dest],
+        rois: &[Option<Roi>],
         stream: *mut std::ffi::c_void,
     ) -> Result<()> {
         assert_eq!(data.len(), dest.len());
+        assert_eq!(data.len(), rois.len());
+        let with_roi = rois.iter().any(Option::is_some);
+        if with_roi && !self.hardware {
+            return Err(Error::Device(
+                "crop-region decode is only wired for the hardware engine".into(),
+            ));
+        }
         if data.is_empty() {
             return Ok(());
         }
@@ -235,20 +358,45 @@ impl BatchedDecoder {
                 pitch: [d.pitch, 0, 0, 0],
             })
             .collect();
-        // The pointer arrays live until the call returns; the bytes they
-        // point at and the destinations are the caller's contract
-        // (# Safety).
-        let r = call!(
-            &h.lib,
-            nvjpegDecodeBatched(
-                h.raw,
-                self.state.raw,
-                ptrs.as_ptr(),
-                lens.as_ptr(),
-                out.as_mut_ptr(),
-                stream.cast()
+        let r = if with_roi {
+            while self.params.len() < rois.len() {
+                self.params.push(DecodeParams::new(h)?);
+            }
+            for (p, roi) in self.params.iter_mut().zip(rois) {
+                p.set_roi(*roi)?;
+            }
+            let mut raw: Vec<sys::nvjpegDecodeParams_t> =
+                self.params[..rois.len()].iter().map(|p| p.raw).collect();
+            // As below, plus: one live params object per image, owned by
+            // self for the duration of the call.
+            call!(
+                &h.lib,
+                nvjpegDecodeBatchedEx(
+                    h.raw,
+                    self.state.raw,
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    out.as_mut_ptr(),
+                    raw.as_mut_ptr(),
+                    stream.cast()
+                )
             )
-        );
+        } else {
+            // The pointer arrays live until the call returns; the bytes
+            // they point at and the destinations are the caller's contract
+            // (# Safety).
+            call!(
+                &h.lib,
+                nvjpegDecodeBatched(
+                    h.raw,
+                    self.state.raw,
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    out.as_mut_ptr(),
+                    stream.cast()
+                )
+            )
+        };
         if r.is_err() {
             // A failed call may leave the state mid-batch: initialize
             // afresh next time so one bad batch does not poison the next.
@@ -262,31 +410,65 @@ impl BatchedDecoder {
 /// copy it back: the GPU tests compare this with the CPU decoder. Dimensions
 /// come from gpufeed's header parser (EXIF orientation is not applied).
 pub fn decode_to_host(data: &[u8], hardware: bool) -> Result<crate::decode::Image> {
+    decode_on_device(data, hardware, None)
+}
+
+/// Decode only the window `(x, y, width, height)` of one JPEG on the
+/// hardware engine (nvjpegDecodeBatchedEx with a ROI) and copy it back: the
+/// GPU tests compare it with a crop of the full decode. An error when the
+/// engine, or this nvJPEG, cannot decode the window.
+pub fn decode_window_to_host(
+    data: &[u8],
+    (x, y, w, h): (u32, u32, u32, u32),
+) -> Result<crate::decode::Image> {
+    decode_on_device(data, true, Some(Roi { x, y, w, h }))
+}
+
+fn decode_on_device(data: &[u8], hardware: bool, roi: Option<Roi>) -> Result<crate::decode::Image> {
     use cudarc::driver::{CudaContext, DevicePtrMut};
     crate::cuda::devices()?;
     let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
         .map_err(|e| Error::Device(format!("header: {e}")))?;
-    let (w, h) = (header.width as usize, header.height as usize);
+    let (w, h) = match roi {
+        Some(r) => {
+            if r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height {
+                return Err(Error::Device(format!("window {r:?} outside the image")));
+            }
+            (r.w as usize, r.h as usize)
+        }
+        None => (header.width as usize, header.height as usize),
+    };
     let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
     let ctx = CudaContext::new(0).map_err(drv)?;
     let stream = ctx.new_stream().map_err(drv)?;
     let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
-    let mut dec = BatchedDecoder::new(hardware)?;
-    if hardware && !dec.supports(data) {
-        return Err(Error::Device(
-            "not supported by the hardware decoder".into(),
-        ));
+    let mut dec = BatchedDecoder::new(hardware, 1)?;
+    if hardware {
+        match dec.hardware_support(data, roi) {
+            None => {
+                return Err(Error::Device(
+                    "not supported by the hardware decoder".into(),
+                ));
+            }
+            Some(used) if used != roi => {
+                return Err(Error::Device(
+                    "window not supported by the hardware decoder".into(),
+                ));
+            }
+            Some(_) => {}
+        }
     }
     {
         let (ptr, _record) = buf.device_ptr_mut(&stream);
         ctx.bind_to_thread().map_err(drv)?;
-        // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows) and
-        // outlives the synchronize below, as does `data`; the context was
-        // bound to this thread just above.
+        // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows: the
+        // window's size with a ROI) and outlives the synchronize below, as
+        // does `data`; the context was bound to this thread just above.
         unsafe {
             dec.decode(
                 &[data],
                 &[Dest { ptr, pitch: w * 3 }],
+                &[roi],
                 stream.cu_stream().cast(),
             )
         }?;

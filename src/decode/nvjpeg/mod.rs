@@ -10,8 +10,8 @@ mod batched;
 #[allow(clippy::all)]
 mod sys;
 
-pub use batched::decode_to_host;
-pub(crate) use batched::{BatchedDecoder, Dest};
+pub(crate) use batched::{BatchedDecoder, Dest, Roi};
+pub use batched::{decode_to_host, decode_window_to_host};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
