@@ -237,6 +237,47 @@ fn abandoned_epochs_return_their_slots(t: Target) {
     assert_eq!(n, 28);
 }
 
+/// Issue 5, item 4: batches are made ahead of the trainer. While it holds
+/// the first batch, the batch thread goes on until `prefetch` more wait
+/// (their work enqueued), and the queue never holds more. The deadline is a
+/// hang watchdog, not a speed bound.
+fn prefetch_runs_ahead(t: Target) {
+    let prefetch = 3;
+    let mut p = base(sample(), t.device)
+        .gpu_decode(t.gpu_decode)
+        .batch_size(4)
+        .prefetch(prefetch)
+        .build()
+        .unwrap();
+    let mut it = p.epoch(0);
+    let first = it.next().unwrap().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while it.ready() < prefetch {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} batches made ahead",
+            it.ready()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(it.ready(), prefetch);
+    let mut n = first.len();
+    drop(first);
+    for b in it.by_ref() {
+        n += b.unwrap().len();
+    }
+    assert_eq!((n, it.ready()), (28, 0));
+}
+
+#[test]
+fn cpu_prefetch_runs_ahead() {
+    prefetch_runs_ahead(Target {
+        device: Device::Cpu,
+        exact: true,
+        gpu_decode: false,
+    });
+}
+
 macro_rules! device_test {
     ($body:ident, $emu:ident, $gpu:ident) => {
         #[cfg(feature = "kernel-emu")]
@@ -274,6 +315,11 @@ device_test!(
     gpu_corrupt_files_are_skipped_alike
 );
 device_test!(slots_are_fixed, emu_slots_are_fixed, gpu_slots_are_fixed);
+device_test!(
+    prefetch_runs_ahead,
+    emu_prefetch_runs_ahead,
+    gpu_prefetch_runs_ahead
+);
 device_test!(
     abandoned_epochs_return_their_slots,
     emu_abandoned_epochs_return_their_slots,

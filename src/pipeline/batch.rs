@@ -6,7 +6,7 @@ use crossbeam_channel::Sender;
 use cudarc::driver::{CudaEvent, CudaView};
 use half::{bf16, f16};
 
-use super::gpu::Slot;
+use super::gpu::{Slot, SlotHome};
 use crate::augment::{DType, Layout};
 use crate::cuda::stage::OutBuf;
 use crate::error::{Error, Result};
@@ -29,6 +29,27 @@ impl TensorData {
             DType::BF16 => TensorData::BF16(vec![bf16::ZERO; len]),
             DType::F32 => TensorData::F32(vec![0.0; len]),
         }
+    }
+
+    /// [`zeros`](Self::zeros), but an error instead of an abort when the
+    /// memory is not there (batch buffers allocated at `build()`).
+    pub(crate) fn try_zeros(dtype: DType, len: usize) -> Result<TensorData> {
+        fn z<T: Clone>(len: usize, zero: T) -> Result<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|e| {
+                Error::Config(format!(
+                    "cannot allocate a batch buffer of {len} elements: {e}"
+                ))
+            })?;
+            v.resize(len, zero);
+            Ok(v)
+        }
+        Ok(match dtype {
+            DType::U8 => TensorData::U8(z(len, 0)?),
+            DType::F16 => TensorData::F16(z(len, f16::ZERO)?),
+            DType::BF16 => TensorData::BF16(z(len, bf16::ZERO)?),
+            DType::F32 => TensorData::F32(z(len, 0.0)?),
+        })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -279,7 +300,7 @@ pub struct Batch {
     pub(crate) recycle: Option<Sender<Vec<TensorData>>>,
     /// The device slot holding this batch (device stage), and where it goes
     /// back on drop.
-    pub(crate) slot: Option<(Slot, Sender<Slot>)>,
+    pub(crate) slot: Option<(Slot, SlotHome)>,
 }
 
 impl Batch {
@@ -361,8 +382,7 @@ impl Drop for Batch {
                 .into_iter()
                 .map(|t| t.storage)
                 .collect();
-            // A pipeline already gone frees the slot here instead.
-            let _ = home.try_send(slot);
+            home.give_back(slot);
             return;
         }
         if let Some(tx) = self.recycle.take() {

@@ -222,9 +222,14 @@ impl PipelineBuilder {
         self
     }
 
-    /// Batches prepared ahead of the consumer. Default 2. On the CUDA
-    /// backend the pipeline owns `prefetch + 1` device batch slots, and the
-    /// trainer may hold all but one of them at a time.
+    /// Batches prepared ahead of the consumer. Default 2. A thread of the
+    /// pipeline assembles them (and on the CUDA backend enqueues their
+    /// decodes, copies and kernels) while the trainer works, from the moment
+    /// an epoch is created; [`Epoch::ready`](crate::Epoch::ready) says how
+    /// many wait. The CPU backend allocates `prefetch + 2` batch buffers at
+    /// `build()`; the CUDA backend owns `prefetch + 1` device batch slots,
+    /// and a trainer that holds all of them and asks for another batch gets
+    /// an error instead of a deadlock.
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n;
         self

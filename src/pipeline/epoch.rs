@@ -1,397 +1,98 @@
-//! One epoch: dispatches tasks up to the prefetch window and assembles the
-//! answers into batches in sampler order.
-//!
-//! Batches are composed only from the sampler order and from which samples
-//! fail, never from timing: results are reordered by sequence number before
-//! they enter a batch, so the same `(seed, epoch)` gives byte-identical
-//! batches whatever the thread counts.
+//! The trainer's side of an epoch: receives the batches the batch thread
+//! (`assemble.rs`) has queued.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
+use crossbeam_channel::{Receiver, Sender, bounded};
+
 use super::Pipeline;
-use super::batch::{Batch, Storage, Tensor, TensorData};
-use super::builder::OnError;
-use super::gpu::{DeviceStage, Slot};
+use super::assemble::{Msg, Start};
+use super::batch::Batch;
 use super::stats::Counters;
-use super::worker::{Done, Output, Shared, Task};
-use crate::augment::Layout;
-use crate::error::{Error, Result, SampleError};
+use crate::error::{Error, Result};
 
 /// Iterator over the batches of one epoch; see [`Pipeline::epoch`].
 ///
-/// Dropping it mid-epoch cancels the work in flight and waits only for the
-/// samples being decoded at that moment.
+/// Up to `prefetch` batches are made ahead of the trainer, from the moment
+/// the epoch is created. Dropping it mid-epoch cancels the work in flight
+/// and waits only for the samples being decoded at that moment; batches
+/// made ahead and not taken give their memory back.
 pub struct Epoch<'a> {
     p: &'a mut Pipeline,
-    epoch: u64,
-    generation: u64,
-    order: Vec<u32>,
-    /// Next position of `order` to dispatch.
-    dispatched: usize,
-    /// Next position to assemble.
-    assembled: usize,
-    in_flight: usize,
-    pending: BTreeMap<usize, Done>,
-    current: Option<Partial>,
-    /// The first good sample after a full batch, held for the next batch.
-    carry: Option<Done>,
+    out: Option<Receiver<Msg>>,
+    queued: Arc<AtomicIsize>,
+    /// Dropped to tell the batch thread that the epoch is abandoned.
+    cancel: Option<Sender<()>>,
+    idle: Receiver<()>,
     finished: bool,
-}
-
-/// A device-stage sample waiting for its batch position.
-enum Pending {
-    /// Decoded (and possibly augmented) by a worker.
-    Ready(Output),
-    /// Compressed, in the slot's nvJPEG queue.
-    Jpeg,
-}
-
-/// A batch being filled.
-struct Partial {
-    /// One buffer per view spec (CPU backend).
-    data: Vec<TensorData>,
-    /// The device slot being staged (device stage).
-    slot: Option<Slot>,
-    /// Device stage: samples taken but not yet given a batch position.
-    tentative: Vec<(Pending, (u32, std::path::PathBuf, u32))>,
-    labels: Vec<u32>,
-    keys: Vec<std::path::PathBuf>,
-    indices: Vec<u32>,
-    skipped: Vec<Error>,
 }
 
 impl<'a> Epoch<'a> {
     pub(super) fn new(p: &'a mut Pipeline, epoch: u64, position: usize) -> Epoch<'a> {
-        let order = p.sampler.indices(epoch);
-        let start = position.min(order.len());
-        let generation = p.shared.generation.load(Ordering::Acquire);
+        let (out_tx, out) = bounded(p.shared.config.prefetch);
+        let (cancel, cancel_rx) = bounded(0);
+        let (idle_tx, idle) = bounded(1);
+        let queued = Arc::new(AtomicIsize::new(0));
+        let start = Start {
+            epoch,
+            position,
+            out: out_tx,
+            queued: queued.clone(),
+            cancel: cancel_rx,
+            idle: idle_tx,
+        };
+        // A batch thread that is gone shows as a disconnected `out` below.
+        let _ = p.starts.as_ref().map(|s| s.send(start));
         Epoch {
             p,
-            epoch,
-            generation,
-            order,
-            dispatched: start,
-            assembled: start,
-            in_flight: 0,
-            pending: BTreeMap::new(),
-            current: None,
-            carry: None,
+            out: Some(out),
+            queued,
+            cancel: Some(cancel),
+            idle,
             finished: false,
         }
     }
 
-    fn top_up(&mut self) -> Result<()> {
-        let window = self.p.shared.config.window();
-        let tasks = self
-            .p
-            .tasks
-            .as_ref()
-            .expect("task queue lives as long as the pipeline");
-        while self.dispatched < self.order.len() && self.dispatched - self.assembled < window {
-            let task = Task {
-                generation: self.generation,
-                epoch: self.epoch,
-                seq: self.dispatched,
-                index: self.order[self.dispatched],
-            };
-            tasks
-                .send(task)
-                .map_err(|_| Error::Worker("reader threads have exited".into()))?;
-            self.dispatched += 1;
-            self.in_flight += 1;
-        }
-        Ok(())
-    }
-
-    fn partial(&mut self) -> Result<&mut Partial> {
-        if self.current.is_none() {
-            let cfg = &self.p.shared.config;
-            let (data, slot) = match &self.p.stage {
-                Some(stage) => (Vec::new(), Some(stage.acquire()?)),
-                None => {
-                    let mut data = self.p.batches.1.try_recv().unwrap_or_default();
-                    data.resize_with(cfg.views.len(), || TensorData::zeros(cfg.dtype, 0));
-                    for (d, v) in data.iter_mut().zip(&cfg.views) {
-                        if d.dtype() != cfg.dtype {
-                            *d = TensorData::zeros(cfg.dtype, 0);
-                        }
-                        d.set_len(cfg.batch_size * v.count * v.sample_len());
-                    }
-                    (data, None)
-                }
-            };
-            self.current = Some(Partial {
-                data,
-                slot,
-                tentative: Vec::new(),
-                labels: Vec::with_capacity(cfg.batch_size),
-                keys: Vec::with_capacity(cfg.batch_size),
-                indices: Vec::with_capacity(cfg.batch_size),
-                skipped: Vec::new(),
-            });
-        }
-        Ok(self.current.as_mut().expect("set above"))
-    }
-
-    /// Move one finished sample (in order) into the current batch. Returns an
-    /// error under [`OnError::Fail`].
-    fn take(&mut self, done: Done) -> Result<()> {
-        let sample = &self.p.shared.source.samples()[done.index as usize];
-        let (path, label) = (sample.path.clone(), sample.label);
-        let result = done.result.unwrap_or_else(|| {
-            Err(SampleError::Panic(
-                "task of a cancelled epoch delivered".into(),
-            ))
-        });
-        let output = match result {
-            Ok(output) => output,
-            Err(e) => return self.fail(e, path),
-        };
-        self.partial()?;
-        if self.p.stage.is_some() {
-            return self.take_device(output, (label, path, done.index));
-        }
-        let part = self.current.as_mut().expect("partial() made it");
-        let i = part.labels.len();
-        let Output::Host(data) = output else {
-            return Err(Error::Worker(
-                "a device-stage output without a device stage".into(),
-            ));
-        };
-        for (dst, src) in part.data.iter_mut().zip(&data) {
-            let n = src.as_bytes().len();
-            dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
-        }
-        part.labels.push(label);
-        part.keys.push(path);
-        part.indices.push(done.index);
-        Ok(())
-    }
-
-    /// Count a failed sample and apply the policy.
-    fn fail(&mut self, e: SampleError, path: std::path::PathBuf) -> Result<()> {
-        Counters::add(&self.p.shared.counters.errors[e.kind().index()], 1);
-        let err = e.at(path);
-        match self.p.shared.config.on_error {
-            OnError::Fail => Err(err),
-            OnError::Skip => {
-                self.partial()?.skipped.push(err);
-                Ok(())
-            }
-        }
-    }
-
-    /// Device stage: the sample waits as tentative, so that batch positions
-    /// follow sampler order even though nvJPEG-route samples are only known
-    /// good once decoded (in `resolve`).
-    fn take_device(&mut self, output: Output, meta: (u32, std::path::PathBuf, u32)) -> Result<()> {
-        let pending = match output {
-            Output::Jpeg(j) => {
-                let (stage, _, slot) = self.device_parts();
-                if !stage.jpeg_fits(slot, &j) {
-                    self.resolve()?;
-                }
-                let (stage, shared, slot) = self.device_parts();
-                let n = stage.put_jpeg(&shared.config, slot, j)?;
-                Counters::add(&shared.counters.launches, n as u64);
-                Pending::Jpeg
-            }
-            other => Pending::Ready(other),
-        };
-        let part = self.current.as_mut().expect("take() made the partial");
-        part.tentative.push((pending, meta));
-        if part.labels.len() + part.tentative.len() == self.p.shared.config.batch_size {
-            self.resolve()?;
-        }
-        Ok(())
-    }
-
-    /// The device stage, the shared state and the slot of the batch being
-    /// filled; only called on the device path after `partial()`.
-    fn device_parts(&mut self) -> (&DeviceStage, &Shared, &mut Slot) {
-        let p = &*self.p;
-        let stage = p.stage.as_ref().expect("device path");
-        let slot = self
-            .current
-            .as_mut()
-            .and_then(|c| c.slot.as_mut())
-            .expect("device partials hold a slot");
-        (stage, &p.shared, slot)
-    }
-
-    /// Decode the tentative nvJPEG samples and give every tentative sample
-    /// its batch position, in order; failures join `skipped`.
-    fn resolve(&mut self) -> Result<()> {
-        let p = &*self.p;
-        let (Some(stage), Some(part)) = (&p.stage, self.current.as_mut()) else {
-            return Ok(());
-        };
-        let Some(slot) = part.slot.as_mut() else {
-            return Ok(());
-        };
-        let cfg = &p.shared.config;
-        let c = &p.shared.counters;
-        let tentative = std::mem::take(&mut part.tentative);
-        let (decoded, counts) = stage.resolve(slot)?;
-        Counters::add(&c.decoded_hardware, counts.hardware);
-        Counters::add(&c.decoded_cuda, counts.cuda);
-        Counters::add(&c.decoded_cpu_fallback, counts.cpu);
-        let mut decoded = decoded.into_iter();
-        let mut failures = Vec::new();
-        for (pending, (label, path, index)) in tentative {
-            let i = part.labels.len();
-            match pending {
-                Pending::Ready(Output::Host(data)) => {
-                    stage.put_host(cfg, slot, i, &data)?;
-                    Counters::add(&c.host_augmented, 1);
-                }
-                Pending::Ready(Output::Region(r)) => {
-                    let n = stage.put_region(cfg, slot, i, &r)?;
-                    Counters::add(&c.launches, n as u64);
-                }
-                Pending::Ready(Output::Jpeg(_)) => unreachable!("JPEGs wait as Pending::Jpeg"),
-                Pending::Jpeg => match decoded.next() {
-                    Some(Ok(placed)) => stage.place(cfg, slot, &placed, i)?,
-                    Some(Err(e)) => {
-                        failures.push((e, path));
-                        continue;
-                    }
-                    None => {
-                        return Err(Error::Device("fewer decodes than JPEGs (stage bug)".into()));
-                    }
-                },
-            }
-            part.labels.push(label);
-            part.keys.push(path);
-            part.indices.push(index);
-        }
-        for (e, path) in failures {
-            self.fail(e, path)?;
-        }
-        Ok(())
-    }
-
-    fn finish_batch(&mut self) -> Result<Option<Batch>> {
-        let Some(mut part) = self.current.take() else {
-            return Ok(None);
-        };
-        let cfg = &self.p.shared.config;
-        let n = part.labels.len();
-        if n == 0 && part.skipped.is_empty() {
-            // Nothing to deliver or report (an empty shard). A slot taken
-            // for it goes back unused.
-            if let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage) {
-                let _ = stage.home().try_send(slot);
-            }
-            return Ok(None);
-        }
-        let (views, slot) = match (part.slot.take(), &self.p.stage) {
-            (Some(mut slot), Some(stage)) => {
-                let views = match stage.finish(cfg, &mut slot, &part.labels) {
-                    Ok((v, n)) => {
-                        Counters::add(&self.p.shared.counters.launches, n as u64);
-                        v
-                    }
-                    Err(e) => {
-                        let _ = stage.home().try_send(slot);
-                        return Err(e);
-                    }
-                };
-                (views, Some((slot, stage.home())))
-            }
-            _ => {
-                let views = part
-                    .data
-                    .into_iter()
-                    .zip(&cfg.views)
-                    .map(|(mut data, v)| {
-                        let rows = n * v.count;
-                        data.set_len(rows * v.sample_len());
-                        let shape = match cfg.layout {
-                            Layout::Nchw => [rows, 3, v.height, v.width],
-                            Layout::Nhwc => [rows, v.height, v.width, 3],
-                        };
-                        Tensor::new(shape, cfg.layout, cfg.dtype, Storage::Host(data))
-                    })
-                    .collect();
-                (views, None)
-            }
-        };
-        let c = &self.p.shared.counters;
-        Counters::add(&c.batches, 1);
-        Counters::add(&c.samples, n as u64);
-        Ok(Some(Batch {
-            views,
-            labels: part.labels,
-            keys: part.keys,
-            indices: part.indices,
-            epoch: self.epoch,
-            // A carried sample was assembled but belongs to the next batch.
-            resume_position: self.assembled - usize::from(self.carry.is_some()),
-            skipped: part.skipped,
-            recycle: Some(self.p.batches.0.clone()),
-            slot,
-        }))
+    /// Batches already made and waiting for the trainer (at most the
+    /// pipeline's `prefetch`): their decodes, copies and kernels are
+    /// enqueued on the device, or done.
+    pub fn ready(&self) -> usize {
+        self.queued.load(Ordering::Acquire).max(0) as usize
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
-        let batch_size = self.p.shared.config.batch_size;
-        let c = &self.p.shared.counters;
-        let ready = self.pending.len() + self.p.done.len();
-        Counters::add(&c.queue_depth_sum, ready as u64);
-        Counters::add(&c.queue_depth_polls, 1);
-        if let Some(done) = self.carry.take() {
-            self.take(done)?;
-        }
+        let out = self.out.as_ref().expect("taken only on drop");
+        let t0 = Instant::now();
+        let waited = |p: &Pipeline| Counters::add_time(&p.shared.counters.wait_ns, t0.elapsed());
         loop {
-            self.top_up()?;
-            while let Some(done) = self.pending.remove(&self.assembled) {
-                self.assembled += 1;
-                let full = self
-                    .current
-                    .as_ref()
-                    .is_some_and(|p| p.labels.len() == batch_size);
-                // A full batch is handed out only when the next good sample
-                // arrives (or the epoch ends), so the failures between them
-                // ride on it: every skipped file is reported on some batch.
-                if full && matches!(done.result, Some(Ok(_))) {
-                    self.carry = Some(done);
-                    return self.finish_batch();
+            match out.recv() {
+                Ok(Msg::Batch(b)) => {
+                    self.queued
+                        .fetch_sub(isize::from(b.is_ok()), Ordering::AcqRel);
+                    waited(self.p);
+                    return b.map(Some);
                 }
-                self.take(done)?;
-            }
-            if self.assembled == self.order.len() {
-                self.resolve()?;
-                let short = self
-                    .current
-                    .as_ref()
-                    .is_some_and(|p| p.labels.len() < batch_size);
-                if short && self.p.shared.config.drop_last {
-                    // Its samples are dropped by request; its failures were
-                    // counted in the stats.
-                    if let Some(mut part) = self.current.take()
-                        && let (Some(slot), Some(stage)) = (part.slot.take(), &self.p.stage)
-                    {
-                        let _ = stage.home().try_send(slot);
+                Ok(Msg::End) => return Ok(None),
+                Ok(Msg::Starved) => {
+                    // Batches hold every slot and none is queued: the
+                    // trainer holds them all, and waiting would deadlock.
+                    let stage = self.p.stage.as_ref();
+                    if stage.is_some_and(|s| s.all_lent()) && out.is_empty() {
+                        return Err(Error::Device(format!(
+                            "all {} device batch slots are held by the trainer: drop a Batch \
+                             before asking for the next one, or raise .prefetch()",
+                            self.p.memory().slots
+                        )));
                     }
-                    return Ok(None);
                 }
-                return self.finish_batch();
+                Err(_) => {
+                    return Err(Error::Worker(
+                        "the pipeline's batch thread has exited".into(),
+                    ));
+                }
             }
-            // Assembling freed window space: refill it before blocking, or
-            // an empty pipeline would wait on itself.
-            self.top_up()?;
-            let t0 = Instant::now();
-            let done = self
-                .p
-                .done
-                .recv()
-                .map_err(|_| Error::Worker("all pipeline threads have exited".into()))?;
-            Counters::add_time(&self.p.shared.counters.wait_ns, t0.elapsed());
-            self.in_flight -= 1;
-            self.pending.insert(done.seq, done);
         }
     }
 }
@@ -419,23 +120,12 @@ impl Iterator for Epoch<'_> {
 
 impl Drop for Epoch<'_> {
     fn drop(&mut self) {
-        // Make the threads skip what is still queued, then collect one
-        // answer per task sent so the next epoch starts with empty queues.
+        // Workers skip what is still queued from here on; the batch thread
+        // sees the cancel, drains what is in flight, puts its slot back and
+        // reports idle, so the next epoch starts with empty queues.
         self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
-        // A batch being assembled gives its device slot back.
-        if let (Some(slot), Some(stage)) = (
-            self.current.take().and_then(|mut p| p.slot.take()),
-            &self.p.stage,
-        ) {
-            let _ = stage.home().try_send(slot);
-        }
-        while self.in_flight > 0 {
-            match self.p.done.recv() {
-                Ok(_) => {
-                    self.in_flight -= 1;
-                }
-                Err(_) => break,
-            }
-        }
+        self.cancel = None;
+        self.out = None;
+        let _ = self.idle.recv();
     }
 }

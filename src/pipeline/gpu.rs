@@ -3,9 +3,13 @@
 //!
 //! ```text
 //! worker: decode ─► cut the union of the sample's crop windows (Region)
-//! epoch:  Region ─► pinned staging of the batch slot + one GfTile per draw
+//!         or, for nvJPEG-routable JPEGs, pass the bytes on (Jpeg)
+//! batch thread (assemble.rs):
+//!         Region ─► pinned staging of the batch slot + one GfTile per draw
+//!         Jpegs  ─► nvJPEG into the slot's arena (only the crop window on
+//!                   the hardware engine) ─► one GfTile per draw
 //!         end of batch ─► one H2D copy (pixels, tiles, labels)
-//!                     ─► one launch per view ─► event ─► Batch
+//!                     ─► one launch per view ─► event ─► Batch, queued
 //! ```
 //!
 //! Slots (staging, outputs, labels, event) are allocated at `build()` and
@@ -21,9 +25,10 @@
 //! kernel source compiled for the host, device memory = host memory), which
 //! is how CI checks this file without a GPU.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::batch::{Storage, Tensor, TensorData};
 use super::builder::Config;
@@ -241,8 +246,25 @@ pub struct Memory {
     pub pinned_bytes: u64,
     /// Device memory (staging copies, outputs, labels).
     pub device_bytes: u64,
-    /// Batch slots; the trainer may hold all but one at a time.
+    /// Batch slots (`prefetch + 1`): batches queued for the trainer, held by
+    /// it, or being filled.
     pub slots: usize,
+}
+
+/// Where a batch's slot goes back on drop, counting the slots that batches
+/// hold (queued for the trainer or held by it).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotHome {
+    tx: Sender<Slot>,
+    in_batches: Arc<AtomicUsize>,
+}
+
+impl SlotHome {
+    /// Return the slot of a batch. A pipeline already gone frees it here.
+    pub(crate) fn give_back(&self, slot: Slot) {
+        self.in_batches.fetch_sub(1, Ordering::AcqRel);
+        let _ = self.tx.try_send(slot);
+    }
 }
 
 /// The stage: engine, slot pool, layout.
@@ -253,6 +275,8 @@ pub(crate) struct DeviceStage {
     /// Decode arena bytes per slot.
     arena: usize,
     pool: (Sender<Slot>, Receiver<Slot>),
+    /// Slots held by batches (see [`SlotHome`]).
+    in_batches: Arc<AtomicUsize>,
     layout: StagingLayout,
     memory: Memory,
     /// Output elements per draw, per view.
@@ -368,6 +392,7 @@ impl DeviceStage {
             jpeg: jpeg.map(Mutex::new),
             arena,
             pool,
+            in_batches: Arc::new(AtomicUsize::new(0)),
             layout,
             memory,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
@@ -378,8 +403,25 @@ impl DeviceStage {
         self.memory
     }
 
-    pub(crate) fn home(&self) -> Sender<Slot> {
-        self.pool.0.clone()
+    /// Put back a slot that no batch took (an abandoned or empty batch).
+    pub(crate) fn put_back(&self, slot: Slot) {
+        let _ = self.pool.0.try_send(slot);
+    }
+
+    /// Hand a finished batch's slot out with the way home.
+    pub(crate) fn lend(&self, slot: Slot) -> (Slot, SlotHome) {
+        self.in_batches.fetch_add(1, Ordering::AcqRel);
+        let home = SlotHome {
+            tx: self.pool.0.clone(),
+            in_batches: self.in_batches.clone(),
+        };
+        (slot, home)
+    }
+
+    /// Whether batches hold every slot: with none of them queued for the
+    /// trainer, the trainer holds them all and no batch can be made.
+    pub(crate) fn all_lent(&self) -> bool {
+        self.in_batches.load(Ordering::Acquire) == self.memory.slots
     }
 
     /// The pixel bytes one slot can stage: regions larger than this are
@@ -410,17 +452,29 @@ impl DeviceStage {
         }
     }
 
-    /// A free slot. Never blocks: slots are only ever held by the batch
-    /// being assembled and by batches the trainer keeps, so an empty pool
-    /// means the trainer holds them all, and waiting would deadlock.
-    pub(crate) fn acquire(&self) -> Result<Slot> {
-        let mut slot = self.pool.1.try_recv().map_err(|_| {
-            Error::Device(format!(
-                "all {} device batch slots are held by the trainer: drop a Batch before \
-                 asking for the next one, or raise .prefetch()",
-                self.memory.slots
-            ))
-        })?;
+    /// A free slot, waiting for one when batches hold them all. Before
+    /// waiting it calls `starved`, which tells the trainer's side (a trainer
+    /// that holds every slot while asking for the next batch would wait
+    /// forever, and gets an error instead); `false` from it, or a message
+    /// or disconnection on `cancel`, abandons the wait.
+    pub(crate) fn acquire(
+        &self,
+        cancel: &Receiver<()>,
+        starved: impl FnOnce() -> bool,
+    ) -> Result<Slot> {
+        let cancelled = || Error::Worker("epoch abandoned".into());
+        let mut slot = match self.pool.1.try_recv() {
+            Ok(s) => s,
+            Err(_) => {
+                if !starved() {
+                    return Err(cancelled());
+                }
+                select! {
+                    recv(self.pool.1) -> s => s.map_err(|_| cancelled())?,
+                    recv(cancel) -> _ => return Err(cancelled()),
+                }
+            }
+        };
         slot.used = 0;
         slot.arena_used = 0;
         slot.tentative.clear();

@@ -1,6 +1,7 @@
 //! The pipeline object: threads started at `build()`, epochs iterated by the
 //! trainer.
 
+mod assemble;
 mod batch;
 mod builder;
 mod epoch;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use crossbeam_channel::{Sender, bounded, unbounded};
 
 pub(crate) use batch::TensorData;
 pub use batch::{Batch, Tensor};
@@ -21,10 +22,11 @@ pub use epoch::Epoch;
 pub use gpu::Memory;
 pub use stats::Stats;
 
+use self::assemble::{Assembler, Start};
 use self::builder::Config;
 use self::gpu::{DeviceStage, Engine};
 use self::stats::Counters;
-use self::worker::{Done, Pools, Shared, Task};
+use self::worker::{Pools, Shared, Task};
 use crate::decode::CpuDecoder;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
@@ -37,12 +39,13 @@ use crate::source::Source;
 /// epoch runs at a time.
 pub struct Pipeline {
     shared: Arc<Shared>,
+    /// A copy of the batch thread's sampler, for the size queries.
     sampler: Sampler,
-    tasks: Option<Sender<Task>>,
-    done: Receiver<Done>,
-    batches: (Sender<Vec<TensorData>>, Receiver<Vec<TensorData>>),
-    /// The device stage, when batches are produced on a GPU.
-    stage: Option<DeviceStage>,
+    /// Epochs for the batch thread; closing it ends every thread.
+    starts: Option<Sender<Start>>,
+    /// The device stage, when batches are produced on a GPU (shared with
+    /// the batch thread, which runs it).
+    stage: Option<Arc<DeviceStage>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -73,10 +76,10 @@ impl Pipeline {
         // Slots: the batch being assembled plus `prefetch` the trainer may
         // hold; all device memory is allocated here, none later.
         let stage = engine
-            .map(|e| DeviceStage::new(e, &config, config.prefetch + 1))
+            .map(|e| DeviceStage::new(e, &config, config.prefetch + 1).map(Arc::new))
             .transpose()?;
-        config.region_limit = stage.as_ref().map(DeviceStage::region_limit);
-        config.jpeg_limit = stage.as_ref().and_then(DeviceStage::jpeg_limit);
+        config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
+        config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),
@@ -124,13 +127,27 @@ impl Pipeline {
                 Box::new(move || worker::worker_loop(s, p, r, d, dec)),
             )?);
         }
-        let batches = bounded(shared.config.prefetch + 1);
+        drop(done_tx);
+        // The batch thread holds the only task sender: when it exits, the
+        // readers' queue closes, and the workers' after them.
+        let (starts, starts_rx) = bounded(1);
+        let batches = host_batches(&shared.config, stage.is_none())?;
+        let assembler = Assembler {
+            shared: shared.clone(),
+            sampler: sampler.clone(),
+            tasks: task_tx,
+            done: done_rx,
+            batches,
+            stage: stage.clone(),
+        };
+        threads.push(spawn(
+            "gpufeed-batch".into(),
+            Box::new(move || assemble::assembler_loop(assembler, starts_rx)),
+        )?);
         Ok(Pipeline {
             shared,
             sampler,
-            tasks: Some(task_tx),
-            done: done_rx,
-            batches,
+            starts: Some(starts),
             stage,
             threads,
         })
@@ -178,7 +195,7 @@ impl Pipeline {
     /// (zero on the CPU backend). Allocated at `build()`; it never grows.
     pub fn memory(&self) -> Memory {
         self.stage
-            .as_ref()
+            .as_deref()
             .map(DeviceStage::memory)
             .unwrap_or_default()
     }
@@ -187,7 +204,7 @@ impl Pipeline {
     /// architecture its kernels were compiled for.
     pub fn backend(&self) -> String {
         self.stage
-            .as_ref()
+            .as_deref()
             .map_or_else(|| "cpu".to_string(), DeviceStage::describe)
     }
 
@@ -203,11 +220,35 @@ impl Pipeline {
     }
 }
 
+/// The CPU backend's batch buffers, allocated here so that memory is flat
+/// from the first epoch: one per batch that can exist at once while the
+/// trainer holds one (`prefetch` queued, one being filled, the trainer's).
+/// A trainer keeping more makes more; the pool keeps this many.
+fn host_batches(cfg: &Config, cpu: bool) -> Result<BatchPool> {
+    let n = cfg.prefetch + 2;
+    let pool = bounded(n);
+    for _ in 0..n * usize::from(cpu) {
+        let bufs = cfg
+            .views
+            .iter()
+            .map(|v| TensorData::try_zeros(cfg.dtype, cfg.batch_size * v.count * v.sample_len()))
+            .collect::<Result<Vec<_>>>()?;
+        let _ = pool.0.try_send(bufs);
+    }
+    Ok(pool)
+}
+
+type BatchPool = (
+    Sender<Vec<TensorData>>,
+    crossbeam_channel::Receiver<Vec<TensorData>>,
+);
+
 impl Drop for Pipeline {
     fn drop(&mut self) {
-        // Closing the task queue ends the readers, whose exit closes the
-        // workers' queue; every thread then returns on its own.
-        self.tasks = None;
+        // Closing the epoch queue ends the batch thread, whose exit closes
+        // the readers' queue, whose exit closes the workers'; every thread
+        // then returns on its own.
+        self.starts = None;
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
