@@ -76,7 +76,7 @@ if command -v compute-sanitizer >/dev/null; then
     run "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
       "$here/bin/unit-gpufeed" cuda::kernel_tests::gpu --test-threads=1
     run "sanitizer-$tool-stage" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$here/bin/test-device_stage" gpu_rrc_f32 gpu_small_staging --test-threads=1
+      "$here/bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
   done
 else
   echo "compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"
@@ -86,6 +86,10 @@ if [ -d "$data" ]; then
   run kernel-bench "$here/bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
 fi
 if [ $# -ge 1 ]; then
+  # Issue 5: nvJPEG alone at hardware share 0, the default and 1, with the
+  # CPU time per image.
+  run decode-bench "$here/bin/gpufeed" decode-bench "$1" --batch 256 --iters 20 \
+    --hardware-share 0,0.65,1
   # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
   run bench-cuda "$here/bin/gpufeed" bench "$1" --device cuda:0 --batch 256 --dtype f16 \
     --epochs 5 --json

@@ -138,9 +138,10 @@ fn preview_writes_a_labelled_contact_sheet() {
     assert_eq!(info.info().height, 3 * (64 + 20 + 4) + 4);
 }
 
-#[test]
-fn kernel_bench_needs_a_gpu_and_says_so() {
-    let (code, out, err) = gpufeed(&["kernel-bench", "--batch", "8", "--iters", "2"]);
+/// The device benchmarks run on a GPU and say so, with exit code 2,
+/// anywhere else.
+fn needs_a_gpu(args: &[&str], ok_marker: &str) {
+    let (code, out, err) = gpufeed(args);
     match gpufeed::cuda::devices() {
         Err(_) => {
             assert_eq!(code, 2, "{out}{err}");
@@ -148,9 +149,31 @@ fn kernel_bench_needs_a_gpu_and_says_so() {
         }
         Ok(_) => {
             assert_eq!(code, 0, "{err}");
-            assert!(out.contains("GB/s"), "{out}");
+            assert!(out.contains(ok_marker), "{out}");
         }
     }
+}
+
+#[test]
+fn kernel_bench_needs_a_gpu_and_says_so() {
+    needs_a_gpu(&["kernel-bench", "--batch", "8", "--iters", "2"], "GB/s");
+}
+
+/// On a GPU: one line per share with img/s and CPU time per image.
+#[test]
+fn decode_bench_needs_a_gpu_and_says_so() {
+    needs_a_gpu(
+        &[
+            "decode-bench",
+            "--batch",
+            "8",
+            "--iters",
+            "2",
+            "--hardware-share",
+            "0,1",
+        ],
+        "CPU-ms per image",
+    );
 }
 
 #[test]

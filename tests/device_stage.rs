@@ -326,6 +326,62 @@ device_test!(
     gpu_abandoned_epochs_return_their_slots
 );
 
+/// The nvJPEG route end to end on a GPU (hardware engine with crop-region
+/// decode where the GPU has one, CUDA for the rest), against the CPU
+/// backend: same samples, labels and order, and per batch a PSNR of at
+/// least 30 dB over u8 outputs. nvJPEG's pixels differ from the CPU
+/// decoder's (tests/nvjpeg_decode.rs holds them to 35 dB per image), and a
+/// crop can sit where they differ most; a staging, arena or stream-order
+/// bug shows as garbage, far below this.
+#[test]
+fn gpu_nvjpeg_route_matches_the_cpu_backend() {
+    let test = "gpu_nvjpeg_route_matches_the_cpu_backend";
+    if gpu_or_skip(test).is_none() {
+        return;
+    }
+    let f = |b: PipelineBuilder| b.dtype(DType::U8).layout(Layout::Nhwc).batch_size(8);
+    let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
+    let mut dev = f(base(sample(), Device::Cuda(0)))
+        .gpu_decode(true)
+        .build()
+        .unwrap();
+    let mut worst = f64::INFINITY;
+    for epoch in 0..2 {
+        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
+        let mut n = 0;
+        for (g, w) in dev.epoch(epoch).zip(&want) {
+            let g = g.unwrap();
+            n += 1;
+            assert_eq!((g.keys(), g.labels()), (w.keys(), w.labels()));
+            let got = g.images().to_host().unwrap();
+            let (a, b) = (got.as_u8().unwrap(), w.images().as_u8().unwrap());
+            assert_eq!(a.len(), b.len());
+            let mse = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+                .sum::<f64>()
+                / a.len() as f64;
+            let psnr = 10.0 * (255.0 * 255.0 / mse.max(1e-12)).log10();
+            worst = worst.min(psnr);
+            assert!(psnr >= 30.0, "epoch {epoch}: batch PSNR {psnr:.1} dB");
+        }
+        assert_eq!(n, want.len(), "epoch {epoch}: batch count");
+    }
+    let s = dev.stats();
+    println!(
+        "{}: worst batch PSNR {worst:.1} dB; decoded by hardware {}, CUDA {}, CPU fallback {}",
+        dev.backend(),
+        s.decoded_hardware,
+        s.decoded_cuda,
+        s.decoded_cpu_fallback
+    );
+    assert!(
+        s.decoded_hardware + s.decoded_cuda > 0,
+        "nvJPEG decoded nothing"
+    );
+}
+
 /// Trainers move pipelines and batches across threads (a loader thread, a
 /// training thread); the CUDA types inside must not prevent it.
 #[test]

@@ -147,6 +147,140 @@ pub fn kernel_bandwidth(
     })
 }
 
+/// nvJPEG decoding alone (issue 5): batches of JPEGs already in host
+/// memory decoded by the pipeline's routes (hardware engine for its share,
+/// CUDA for the rest, the CPU for what both refuse) into a device arena and
+/// waited for; the caller times [`DecodeBench::run_batch`] and reads the
+/// process's CPU time around it.
+pub struct DecodeBench {
+    engine: super::stage::CudaEngine,
+    slot: super::stage::CudaSlot,
+    route: super::stage::NvRoute,
+    /// Compressed bytes, width and height of each distinct image.
+    jpegs: Vec<(Vec<u8>, u32, u32)>,
+    batch: usize,
+    next: usize,
+    counts: super::stage::RouteCounts,
+}
+
+impl std::fmt::Debug for DecodeBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodeBench")
+            .field("batch", &self.batch)
+            .field("images", &self.jpegs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DecodeBench {
+    /// Keep the nvJPEG-routable files of `files` (the pipeline's rule) in
+    /// host memory and set up device `index` to decode `batch` of them at a
+    /// time, `hardware_share` of the engine-supported ones on the engine.
+    pub fn new(
+        index: usize,
+        files: &[Vec<u8>],
+        batch: usize,
+        hardware_share: f32,
+    ) -> Result<DecodeBench> {
+        let mut jpegs = Vec::new();
+        for bytes in files {
+            let Ok(h) = crate::jpeg::parse_header(bytes, crate::jpeg::DEFAULT_MAX_PIXELS) else {
+                continue;
+            };
+            if crate::pipeline::gpu_routable(&h, false) {
+                jpegs.push((bytes.clone(), h.width, h.height));
+            }
+        }
+        if jpegs.is_empty() || batch == 0 {
+            return Err(Error::Config(
+                "the decode benchmark needs nvJPEG-routable JPEGs and a batch".into(),
+            ));
+        }
+        // A batch never holds one image twice: its bytes move into the
+        // batch while the device reads them.
+        let distinct = jpegs.len();
+        while jpegs.len() < batch {
+            jpegs.extend_from_within(..distinct);
+        }
+        // Arena room for the `batch` largest images, so any batch fits.
+        let mut sizes: Vec<usize> = jpegs
+            .iter()
+            .map(|j| (j.1 as usize * j.2 as usize * 3).next_multiple_of(256))
+            .collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let arena: usize = sizes.iter().cycle().take(batch).sum();
+        let engine = super::stage::CudaEngine::new(index)?;
+        let (slot, _) = engine.alloc_slot(1, arena, batch, &[])?;
+        let cpu = crate::decode::CpuDecoder::new(false);
+        let route = super::stage::NvRoute::new(hardware_share, batch, cpu)?;
+        Ok(DecodeBench {
+            engine,
+            slot,
+            route,
+            jpegs,
+            batch,
+            next: 0,
+            counts: Default::default(),
+        })
+    }
+
+    /// Device name, and whether the hardware JPEG engine is used.
+    pub fn describe(&self) -> String {
+        let hw = if self.route.has_hardware() {
+            "hardware engine + CUDA"
+        } else {
+            "CUDA (no hardware engine)"
+        };
+        format!("{}, nvJPEG {hw}", self.engine.describe())
+    }
+
+    /// Decode the next `batch` images (cycling) and wait for the device.
+    /// Returns the pixels decoded; an image that fails everywhere is an
+    /// error naming its position.
+    pub fn run_batch(&mut self) -> Result<u64> {
+        let n = self.jpegs.len();
+        let mut jobs = Vec::with_capacity(self.batch);
+        let mut at = 0;
+        let mut pixels = 0;
+        for k in 0..self.batch {
+            let i = (self.next + k) % n;
+            let (bytes, w, h) = &mut self.jpegs[i];
+            let (w, h) = (*w, *h);
+            pixels += u64::from(w) * u64::from(h);
+            jobs.push(super::stage::JpegJob {
+                bytes: std::mem::take(bytes),
+                width: w,
+                height: h,
+                at,
+                roi: None,
+            });
+            at += (w as usize * h as usize * 3).next_multiple_of(256);
+        }
+        let first = self.next;
+        self.next = (self.next + self.batch) % n;
+        let out =
+            self.engine
+                .decode_jpegs(&mut self.slot, jobs, &mut self.route, &mut self.counts)?;
+        // Give the bytes back to their images for the next round.
+        let back = self.slot.take_jpegs(&self.engine)?;
+        for (k, bytes) in back.into_iter().enumerate() {
+            self.jpegs[(first + k) % n].0 = bytes;
+        }
+        if let Some(k) = out.iter().position(Result::is_err) {
+            return Err(Error::Device(format!(
+                "image {} of the benchmark set failed on every route",
+                (first + k) % n
+            )));
+        }
+        Ok(pixels)
+    }
+
+    /// Images decoded per route so far: hardware engine, CUDA, CPU.
+    pub fn routes(&self) -> (u64, u64, u64) {
+        (self.counts.hardware, self.counts.cuda, self.counts.cpu)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

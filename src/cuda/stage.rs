@@ -178,6 +178,17 @@ impl CudaSlot {
         self.staging.num_bytes() + self.arena.num_bytes() + self.labels.num_bytes()
     }
 
+    /// Wait for everything enqueued so far, then hand back the compressed
+    /// bytes the slot kept alive (the decode benchmark reuses them).
+    pub(crate) fn take_jpegs(&mut self, engine: &CudaEngine) -> Result<Vec<Vec<u8>>> {
+        engine
+            .k
+            .stream
+            .synchronize()
+            .map_err(drv("wait for decodes"))?;
+        Ok(std::mem::take(&mut self.jpegs))
+    }
+
     /// Wait for the slot's last work, then forget the compressed bytes it
     /// kept alive for it.
     pub(crate) fn recycle(&mut self) -> Result<()> {

@@ -21,6 +21,7 @@ pub use builder::{Device, OnError, PipelineBuilder};
 pub use epoch::Epoch;
 pub use gpu::Memory;
 pub use stats::Stats;
+pub(crate) use worker::gpu_routable;
 
 use self::assemble::{Assembler, Start};
 use self::builder::Config;

@@ -269,7 +269,7 @@ fn draws(cfg: &Config, task: Task, size: (u32, u32)) -> Vec<SampleParams> {
 /// header): 8-bit Huffman DCT with one or three components. Lossless,
 /// arithmetic, hierarchical, 12-bit and CMYK go to the CPU decoder, as do
 /// images that need an EXIF rotation (the CPU route applies it).
-fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool) -> bool {
+pub(crate) fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool) -> bool {
     use crate::jpeg::{Orientation, SofKind};
     matches!(
         h.sof,

@@ -170,7 +170,7 @@ fn expand(args: &Args) -> anyhow::Result<Vec<(String, Args)>> {
 
 /// CPU time of this process (user + system) from /proc/self/stat, whose
 /// fields 14 and 15 count clock ticks (100 per second on Linux).
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // The command name may hold spaces; fields restart after its ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);

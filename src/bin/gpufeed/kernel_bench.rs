@@ -1,22 +1,13 @@
 //! `gpufeed kernel-bench`: the fused augment kernel's bandwidth on a GPU.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use gpufeed::decode::{CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Folder of JPEGs (decoded once on the CPU, then kept on the device).
-    /// Default: the repository's data/sample.
-    data: Option<PathBuf>,
-    /// CUDA device index.
-    #[arg(long, default_value_t = 0)]
-    device: usize,
-    /// Images per launch.
-    #[arg(long, default_value_t = 256)]
-    batch: usize,
+    #[command(flatten)]
+    common: super::DeviceBench,
     /// Output side length.
     #[arg(long, default_value_t = 224)]
     size: usize,
@@ -29,11 +20,11 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let data = super::data_or_sample(args.data)?;
+    let data = super::data_or_sample(args.common.data)?;
     let source = gpufeed::Source::recursive(&data)?;
     let mut dec = CpuDecoder::default();
     let mut images = Vec::new();
-    for s in source.samples().iter().take(args.batch) {
+    for s in source.samples().iter().take(args.common.batch) {
         let bytes = std::fs::read(&s.path).with_context(|| s.path.display().to_string())?;
         let mut img = Image::default();
         let ok =
@@ -43,9 +34,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let r = gpufeed::cuda::bench::kernel_bandwidth(
-        args.device,
+        args.common.device,
         &images,
-        args.batch,
+        args.common.batch,
         args.size,
         args.iters,
     )?;

@@ -1,6 +1,7 @@
 //! `gpufeed`: benchmark the pipeline on a dataset, or check a dataset's files.
 
 mod bench;
+mod decode_bench;
 mod kernel_bench;
 mod preview;
 mod scan;
@@ -29,11 +30,27 @@ enum Command {
     Bench(bench::Args),
     /// Measure the fused augment kernel's bandwidth on a CUDA device.
     KernelBench(kernel_bench::Args),
+    /// Measure nvJPEG decoding alone on a CUDA device, per hardware share.
+    DecodeBench(decode_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),
     /// Read, parse and decode every JPEG under a folder; list the bad ones.
     /// Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
+}
+
+/// Dataset, device and batch of the device benchmarks.
+#[derive(clap::Args)]
+pub(crate) struct DeviceBench {
+    /// Folder of JPEGs, loaded once before timing. Default: the
+    /// repository's data/sample.
+    pub(crate) data: Option<PathBuf>,
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) device: usize,
+    /// Images per batch (one kernel launch, or one nvJPEG batch).
+    #[arg(long, default_value_t = 256)]
+    pub(crate) batch: usize,
 }
 
 /// `cpu`, `auto`, `cuda` or `cuda:N`.
@@ -85,6 +102,7 @@ fn main() -> ExitCode {
         Command::Scan(args) => scan::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
         Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),
+        Command::DecodeBench(args) => decode_bench::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

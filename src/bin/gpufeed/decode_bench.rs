@@ -1,0 +1,76 @@
+//! `gpufeed decode-bench`: nvJPEG decoding alone on a GPU (issue 5), per
+//! hardware-engine share, with the CPU time it costs per image.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use gpufeed::cuda::bench::DecodeBench;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    common: super::DeviceBench,
+    /// Timed batches per share (after two warm-up batches).
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Shares of engine-supported images sent to the hardware engine, one
+    /// measurement each.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.65, 1.0])]
+    hardware_share: Vec<f32>,
+    /// Print one JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let data = super::data_or_sample(args.common.data)?;
+    let source = gpufeed::Source::recursive(&data)?;
+    let files = source
+        .samples()
+        .iter()
+        .map(|s| std::fs::read(&s.path).with_context(|| s.path.display().to_string()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut rows = Vec::new();
+    for &share in &args.hardware_share {
+        let mut b = DecodeBench::new(args.common.device, &files, args.common.batch, share)?;
+        for _ in 0..2 {
+            b.run_batch()?;
+        }
+        let warm = b.routes();
+        let (cpu0, t0) = (super::bench::cpu_seconds(), Instant::now());
+        let mut pixels = 0;
+        for _ in 0..args.iters {
+            pixels += b.run_batch()?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = super::bench::cpu_seconds() - cpu0;
+        let images = (args.common.batch * args.iters) as f64;
+        let r = b.routes();
+        let row = serde_json::json!({
+            "backend": b.describe(), "hardware_share": share, "batch": args.common.batch,
+            "images": images, "seconds": secs, "images_per_s": images / secs,
+            "megapixels_per_s": pixels as f64 / secs / 1e6,
+            "cpu_ms_per_image": cpu * 1e3 / images,
+            "decoded_hardware": r.0 - warm.0, "decoded_cuda": r.1 - warm.1,
+            "decoded_cpu_fallback": r.2 - warm.2,
+        });
+        if !args.json {
+            println!(
+                "{}: share {share}: {:.0} img/s, {:.0} MP/s, {:.3} CPU-ms per image \
+                 (hardware {}, CUDA {}, CPU {})",
+                b.describe(),
+                images / secs,
+                pixels as f64 / secs / 1e6,
+                cpu * 1e3 / images,
+                r.0 - warm.0,
+                r.1 - warm.1,
+                r.2 - warm.2
+            );
+        }
+        rows.push(row);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(())
+}
