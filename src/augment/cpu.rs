@@ -166,6 +166,14 @@ pub(crate) struct OutSpec<'a> {
 }
 
 impl Resampler {
+    /// Make room for `rows` horizontally filtered rows of width `out_w`
+    /// (the most any crop of an image that tall needs), so that the scratch
+    /// stops growing once the tallest image has been seen.
+    pub(crate) fn reserve(&mut self, rows: usize, out_w: usize) {
+        let n = rows * out_w * 3;
+        self.rows.reserve_exact(n.saturating_sub(self.rows.len()));
+    }
+
     /// Write one view of `img` into `out`, which holds exactly one sample
     /// (`3 * width * height` elements) in `spec.layout`.
     pub(crate) fn run<T: Element>(

@@ -92,6 +92,13 @@ impl Pipeline {
         let pools = Pools {
             bytes: bounded(window),
         };
+        // One read buffer per task the window lets be in flight, made now:
+        // the pool never runs dry, so how many exist does not depend on how
+        // far the threads happen to run ahead (they cycle in FIFO order and
+        // each grows to the largest file once).
+        for _ in 0..window {
+            let _ = pools.bytes.0.try_send(Vec::new());
+        }
         let (task_tx, task_rx) = unbounded::<Task>();
         let (read_tx, read_rx) = unbounded();
         let (done_tx, done_rx) = unbounded();

@@ -39,15 +39,17 @@ pub(crate) struct Shared {
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
     pub(crate) io: Arc<dyn ReadBytes>,
-    /// Largest file read and image decoded so far: pooled buffers are grown
+    /// Largest file read, image decoded and image height so far (the last
+    /// sizes each worker's resampler scratch): pooled buffers are grown
     /// to these as soon as they cycle, so the pools reach their final size
     /// within the first epoch instead of creeping up over many (issue 7,
     /// flat memory).
-    pub(crate) high_water: [AtomicUsize; 2],
+    pub(crate) high_water: [AtomicUsize; 3],
 }
 
 const FILE: usize = 0;
 const PIXELS: usize = 1;
+const ROWS: usize = 2;
 
 impl Shared {
     /// Note a buffer's need and grow it to the high-water mark.
@@ -287,6 +289,11 @@ fn augment_on_cpu(
     params: &[SampleParams],
 ) -> SampleData {
     let cfg = &shared.config;
+    let rows = shared.high_water[ROWS]
+        .fetch_max(img.height as usize, Ordering::Relaxed)
+        .max(img.height as usize);
+    let widest = cfg.views.iter().map(|v| v.width).max().unwrap_or(0);
+    resampler.reserve(rows, widest);
     // Not pooled: a pool of these would grow with the most samples ever
     // in flight at once, creeping up over epochs; a fresh allocation per
     // sample is cheap next to decoding it and is freed when it is batched.
