@@ -120,7 +120,7 @@ pub(crate) struct Roi {
 }
 
 /// `nvjpegDecodeParams_t`: one image's options for nvjpegDecodeBatchedEx
-/// (output format and ROI).
+/// (its ROI).
 struct DecodeParams {
     raw: sys::nvjpegDecodeParams_t,
     handle: Arc<Handle>,
@@ -132,13 +132,12 @@ impl DecodeParams {
         let out: *mut sys::nvjpegDecodeParams_t = &mut raw;
         // The handle is live; `out` is a live slot.
         call!(&handle.lib, nvjpegDecodeParamsCreate(handle.raw, out))?;
-        let p = DecodeParams {
+        // The output format comes from nvjpegDecodeBatchedInitialize, as
+        // in nvImageCodec's hardware decoder, which sets only the ROI here.
+        Ok(DecodeParams {
             raw,
             handle: handle.clone(),
-        };
-        // `p.raw` was created just above and is owned by `p`.
-        call!(&handle.lib, nvjpegDecodeParamsSetOutputFormat(p.raw, RGBI))?;
-        Ok(p)
+        })
     }
 
     /// Decode `roi`, or the whole image for `None` (nvJPEG's "-1" size,
@@ -280,12 +279,22 @@ impl BatchedDecoder {
     /// parses). A parse failure means no.
     pub(crate) fn supports(&mut self, data: &[u8]) -> bool {
         let h = &self.handle;
+        // The support query needs only the headers: parsing them alone
+        // (nvjpegJpegStreamParseHeader, nvJPEG 11.4+) spares this thread a
+        // scan of the entropy-coded data; older libraries parse it all.
         // `data` is live for the call; the stream object belongs to this
         // handle.
-        let parsed = call!(
-            &h.lib,
-            nvjpegJpegStreamParse(h.raw, data.as_ptr(), data.len(), 0, 0, self.stream.raw)
-        );
+        let parsed = if h.lib.lib.nvjpegJpegStreamParseHeader.is_ok() {
+            call!(
+                &h.lib,
+                nvjpegJpegStreamParseHeader(h.raw, data.as_ptr(), data.len(), self.stream.raw)
+            )
+        } else {
+            call!(
+                &h.lib,
+                nvjpegJpegStreamParse(h.raw, data.as_ptr(), data.len(), 0, 0, self.stream.raw)
+            )
+        };
         if parsed.is_err() {
             return false;
         }
