@@ -6,15 +6,18 @@
 //! Source ─► Sampler ─► readers ─► header parse ─► decode ─► augment ─► Batch
 //! (files)   (epoch     (threads,  (dims, EXIF,    (CPU      (crop,     (images,
 //!            order,     bytes      pixel limit)    threads;  resize,    labels,
-//!            shards)    only)                      nvJPEG    flip,      keys)
-//!                                                  next)     normalize,
-//!                                                            cast: CUDA
-//!                                                            kernel or CPU)
+//!            shards)    only)                      or        flip,      keys)
+//!                                                  nvJPEG    normalize,
+//!                                                  on the    cast: CUDA
+//!                                                  GPU)      kernel or CPU)
 //! ```
 //!
 //! On the CUDA backend ([`Device::Cuda`], or [`Device::Auto`] with a usable
-//! GPU) the crops of each decoded image are staged in pinned memory and one
-//! kernel launch per view spec produces the batch in device memory: the
+//! GPU) nvJPEG decodes the JPEGs it supports on the GPU (the hardware JPEG
+//! engine decodes only the crop window), the crops of images decoded on CPU
+//! threads are staged in pinned memory, and one kernel launch per view spec
+//! produces the batch in device memory, `prefetch` batches ahead of the
+//! trainer ([`Epoch::ready`]): the
 //! trainer gets a zero-copy view ([`Tensor::cuda_f16`] and friends, or
 //! [`Tensor::device_ptr`]) and an event to wait on ([`Batch::event`]).
 //! Dropping the [`Batch`] gives its buffers back to the pipeline.
