@@ -6,6 +6,7 @@ mod batch;
 mod builder;
 mod epoch;
 mod gpu;
+mod handoff;
 mod stats;
 mod worker;
 

@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::batch::TensorData;
 use super::builder::Config;
-use super::gpu::{Jpeg, Region};
+use super::handoff::{Jpeg, Region};
 use super::stats::Counters;
 use crate::augment::cpu::{OutSpec, Resampler};
 use crate::augment::params::{SampleParams, sample_params};

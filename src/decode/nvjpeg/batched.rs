@@ -173,9 +173,10 @@ pub(crate) struct BatchedDecoder {
     hardware: bool,
 }
 
-// SAFETY: the state and stream objects are used by one thread at a time
-// (the owner's `&mut self`); nvJPEG allows a state to move between threads
-// as long as calls on it do not overlap (nvJPEG docs, "Thread Safety").
+// SAFETY: the state, stream and decode-params objects are used by one
+// thread at a time (the owner's `&mut self`); nvJPEG allows them to move
+// between threads as long as calls on them do not overlap (nvJPEG docs,
+// "Thread Safety": per-thread instances of the state and stream types).
 unsafe impl Send for BatchedDecoder {}
 
 impl std::fmt::Debug for BatchedDecoder {

@@ -1,0 +1,110 @@
+//! What workers hand the device stage for one sample (`gpu.rs`): the crop
+//! region of an image decoded on a CPU thread, or the compressed bytes of a
+//! JPEG for nvJPEG, each with its draws.
+
+use crate::augment::params::SampleParams;
+use crate::decode::nvjpeg::Roi;
+
+/// What a worker hands to the device stage for one sample: the smallest
+/// rectangle of the decoded image that every draw reads, and the draws'
+/// parameters relative to it (view-major, then draw).
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub(crate) pixels: Vec<u8>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) params: Vec<SampleParams>,
+}
+
+/// The bounding box `(x0, y0, x1, y1)` of every draw's source window: the
+/// only pixels the kernel reads (the CPU reference asserts the same).
+pub(super) fn bounds(params: &[SampleParams]) -> (u32, u32, u32, u32) {
+    let x0 = params.iter().map(|p| p.x.start).min().unwrap_or(0);
+    let y0 = params.iter().map(|p| p.y.start).min().unwrap_or(0);
+    let x1 = params
+        .iter()
+        .map(|p| p.x.start + p.x.len)
+        .max()
+        .unwrap_or(0);
+    let y1 = params
+        .iter()
+        .map(|p| p.y.start + p.y.len)
+        .max()
+        .unwrap_or(0);
+    (x0, y0, x1, y1)
+}
+
+/// Shift the draws so that `(x0, y0)` becomes the origin. The kernel adds
+/// the integer start after computing taps relative to it, so the shift
+/// changes no arithmetic.
+pub(super) fn shift(params: &mut [SampleParams], x0: u32, y0: u32) {
+    for p in params {
+        p.x.start -= x0;
+        p.y.start -= y0;
+    }
+}
+
+impl Region {
+    /// Cut the bounding box of every draw's source window out of `img` and
+    /// shift the draws to it.
+    pub(crate) fn cut(img: &crate::decode::Image, mut params: Vec<SampleParams>) -> Region {
+        let (x0, y0, x1, y1) = bounds(&params);
+        let (w, h) = (x1 - x0, y1 - y0);
+        let row = w as usize * 3;
+        let mut pixels = Vec::with_capacity(row * h as usize);
+        let pitch = img.width as usize * 3;
+        for y in y0..y1 {
+            let at = y as usize * pitch + x0 as usize * 3;
+            pixels.extend_from_slice(&img.data[at..at + row]);
+        }
+        shift(&mut params, x0, y0);
+        Region {
+            pixels,
+            width: w,
+            height: h,
+            params,
+        }
+    }
+}
+
+/// A sample for the nvJPEG route: compressed bytes, the stored size, and
+/// the draws (in that frame: the route takes only images that need no EXIF
+/// rotation).
+#[derive(Debug)]
+pub(crate) struct Jpeg {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) params: Vec<SampleParams>,
+}
+
+impl Jpeg {
+    /// Arena bytes its decoded image takes.
+    pub(super) fn need(&self) -> usize {
+        (self.width as usize * self.height as usize * 3).next_multiple_of(256)
+    }
+
+    /// The window the draws read, when it is smaller than the image: what a
+    /// crop-region decode needs (issue 5, item 3).
+    pub(super) fn window(&self) -> Option<Roi> {
+        let (x0, y0, x1, y1) = bounds(&self.params);
+        let roi = Roi {
+            x: x0,
+            y: y0,
+            w: x1 - x0,
+            h: y1 - y0,
+        };
+        let whole = (roi.w, roi.h) == (self.width, self.height);
+        (!whole && roi.w > 0 && roi.h > 0).then_some(roi)
+    }
+}
+
+/// A decoded nvJPEG-route image in the arena, waiting for its batch
+/// position.
+#[derive(Debug)]
+pub(crate) struct Placed {
+    pub(super) src: u64,
+    pub(super) width: u32,
+    pub(super) height: u32,
+    pub(super) params: Vec<SampleParams>,
+}
