@@ -253,6 +253,8 @@ impl DecodeBench {
                 height: h,
                 at,
                 roi: None,
+                // A fixed draw per distinct image, as the pipeline's.
+                route_draw: crate::pipeline::hardware_draw(0, 0, i as u64),
             });
             at += (w as usize * h as usize * 3).next_multiple_of(256);
         }

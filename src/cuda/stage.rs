@@ -409,6 +409,9 @@ pub(crate) struct JpegJob {
     /// The part of the image the crops read, when smaller than the image:
     /// routes that can decode just this window do.
     pub(crate) roi: Option<crate::decode::nvjpeg::Roi>,
+    /// Uniform in `[0, 1)`: the hardware engine takes the job (if it can)
+    /// when this is below the share.
+    pub(crate) route_draw: f64,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -446,7 +449,6 @@ pub(crate) struct NvRoute {
     single: crate::decode::nvjpeg::BatchedDecoder,
     cpu: crate::decode::CpuDecoder,
     share: f32,
-    acc: f32,
 }
 
 impl std::fmt::Debug for NvRoute {
@@ -478,7 +480,6 @@ impl NvRoute {
             single: BatchedDecoder::new(false, 1)?,
             cpu,
             share,
-            acc: 0.0,
         })
     }
 
@@ -522,14 +523,7 @@ impl CudaEngine {
                 .hw
                 .as_mut()
                 .and_then(|hw| hw.hardware_support(&j.bytes, j.roi));
-            let hw = support.is_some() && {
-                route.acc += route.share;
-                let take = route.acc >= 1.0;
-                if take {
-                    route.acc -= 1.0;
-                }
-                take
-            };
+            let hw = support.is_some() && j.route_draw < f64::from(route.share);
             if hw {
                 windows[k] = support.flatten();
                 to_hw.push(k);

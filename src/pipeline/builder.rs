@@ -357,7 +357,9 @@ impl PipelineBuilder {
 
     /// Share (0..=1) of the images the hardware JPEG engine supports that
     /// are sent to it; the rest decode with CUDA, so both run at once.
-    /// Default 0.65 (DALI's `hw_decoder_load`).
+    /// Default 0.65 (DALI's `hw_decoder_load`; not yet measured here). Which
+    /// images go is drawn from `(seed, epoch, sample)`, like the crops, so
+    /// an epoch's pixels do not depend on what else shares its batches.
     pub fn hardware_decode_share(mut self, share: f32) -> Self {
         self.hardware_share = share;
         self

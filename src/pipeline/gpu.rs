@@ -452,6 +452,7 @@ impl DeviceStage {
                 height: j.height,
                 at,
                 roi,
+                route_draw: j.route_draw,
             });
         }
         let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {

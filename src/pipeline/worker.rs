@@ -212,6 +212,7 @@ fn process(
         let size = (header.width, header.height);
         return Ok(Output::Jpeg(Jpeg {
             bytes: bytes.to_vec(),
+            route_draw: super::handoff::hardware_draw(cfg.seed, task.epoch, task.index.into()),
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),
