@@ -50,6 +50,16 @@ pub enum Error {
     /// A pipeline thread stopped unexpectedly; the pipeline cannot continue.
     #[error("pipeline worker stopped: {0}")]
     Worker(String),
+    /// The trainer holds every device batch slot and asked for another
+    /// batch: waiting would deadlock, so the epoch ends with this instead.
+    #[error(
+        "all {slots} device batch slots are held by the trainer: drop a Batch before asking \
+         for the next one, or raise .prefetch()"
+    )]
+    SlotsHeld {
+        /// The pipeline's slots (`prefetch + 1`).
+        slots: usize,
+    },
 }
 
 impl Error {

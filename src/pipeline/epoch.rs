@@ -80,11 +80,9 @@ impl<'a> Epoch<'a> {
                     // trainer holds them all, and waiting would deadlock.
                     let stage = self.p.stage.as_ref();
                     if stage.is_some_and(|s| s.all_lent()) && out.is_empty() {
-                        return Err(Error::Device(format!(
-                            "all {} device batch slots are held by the trainer: drop a Batch \
-                             before asking for the next one, or raise .prefetch()",
-                            self.p.memory().slots
-                        )));
+                        return Err(Error::SlotsHeld {
+                            slots: self.p.memory().slots,
+                        });
                     }
                 }
                 Err(_) => {
