@@ -1,7 +1,7 @@
 //! Typed errors.
 //!
 //! Two levels: [`SampleError`] says why one image could not become a sample
-//! (it never stops an epoch under [`OnError::Skip`](crate::OnError::Skip));
+//! (it never stops an epoch under [`OnError::Skip`](crate::pipeline::OnError::Skip));
 //! [`Error`] is what the library's functions return, and wraps a sample error
 //! together with the file it came from.
 
@@ -123,7 +123,7 @@ pub enum SampleError {
 }
 
 /// Coarse classes of [`SampleError`], for counting in
-/// [`Stats`](crate::Stats).
+/// [`Stats`](crate::pipeline::Stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorKind {
     /// [`SampleError::Read`] and [`SampleError::FileTooLarge`].
@@ -141,7 +141,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in a fixed order (the order of [`Stats::errors`](crate::Stats::errors)).
+    /// Every kind, in a fixed order (the order of [`Stats::errors`](crate::pipeline::Stats::errors)).
     pub const ALL: [ErrorKind; 6] = [
         ErrorKind::Read,
         ErrorKind::NotJpeg,

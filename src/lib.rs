@@ -55,7 +55,7 @@
 //! ```
 //!
 //! Samples that cannot be read or decoded never end an epoch by accident:
-//! under [`OnError::Skip`] (the default) they are left out, counted in
+//! under [`OnError::Skip`](pipeline::OnError::Skip) (the default) they are left out, counted in
 //! [`Pipeline::stats`] and listed with their file in [`Batch::skipped`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -63,24 +63,23 @@
 // SAFETY comment.
 #![deny(unsafe_code)]
 
-#[doc(hidden)]
 pub mod augment;
 pub mod cuda;
 pub mod decode;
-mod error;
+pub mod error;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod jpeg;
-mod pipeline;
-mod reader;
-mod sampler;
-mod source;
+pub mod pipeline;
+pub mod reader;
+pub mod sampler;
+pub mod source;
 
-pub use augment::{DType, Layout, Normalize, Transform, View};
-pub use error::{Error, ErrorKind, Result, SampleError};
-pub use pipeline::{
-    Batch, Device, Epoch, Memory, OnError, Pipeline, PipelineBuilder, Stats, Tensor,
-};
-pub use reader::{FileReader, ReadBytes};
-pub use sampler::{Sampler, ShardMode};
-pub use source::{Sample, Source};
+// The types of the read → decode → augment → batch flow; the rest lives in
+// the modules (`pipeline::{OnError, Stats, Memory}`, `augment::{Normalize,
+// View}`, `error::SampleError`, `source::Sample`, `sampler::ShardMode`,
+// `reader::ReadBytes`, ...).
+pub use augment::{DType, Layout, Transform};
+pub use error::{Error, Result};
+pub use pipeline::{Batch, Device, Epoch, Pipeline, PipelineBuilder, Tensor};
+pub use source::Source;

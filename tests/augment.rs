@@ -5,7 +5,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use gpufeed::{DType, Device, Layout, Pipeline, Sample, Source, Transform, View};
+use gpufeed::{DType, Device, Layout, Pipeline, Source, Transform, augment::View, source::Sample};
 
 /// The image bytes of the first batch of `epoch`.
 fn first_batch_bytes(p: &mut Pipeline, epoch: u64) -> Vec<u8> {

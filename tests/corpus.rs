@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
-use gpufeed::{Device, OnError, Pipeline};
+use gpufeed::{Device, Pipeline, pipeline::OnError};
 
 /// Per-file limit. Generous: the slowest file (6000x6000) takes well under a
 /// second in an optimised build; this only catches hangs.
@@ -287,7 +287,7 @@ fn whole_corpus_through_the_pipeline() {
                     path.display()
                 );
                 errors += 1;
-                contained += usize::from(matches!(source, gpufeed::SampleError::Panic(_)));
+                contained += usize::from(matches!(source, gpufeed::error::SampleError::Panic(_)));
             }
         }
         drop(tick);

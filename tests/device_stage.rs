@@ -12,7 +12,8 @@
 mod common;
 
 use gpufeed::{
-    DType, Device, Layout, Normalize, Pipeline, PipelineBuilder, Source, Tensor, Transform, View,
+    DType, Device, Layout, Pipeline, PipelineBuilder, Source, Tensor, Transform,
+    augment::Normalize, augment::View,
 };
 use half::{bf16, f16};
 
@@ -87,7 +88,7 @@ fn same_as_cpu(
     target: Target,
     source: Source,
     f: impl Fn(PipelineBuilder) -> PipelineBuilder,
-) -> gpufeed::Stats {
+) -> gpufeed::pipeline::Stats {
     let mut cpu = f(base(source.clone(), Device::Cpu)).build().unwrap();
     let mut dev = f(base(source, target.device).gpu_decode(target.gpu_decode))
         .build()

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gpufeed::{
-    Device, Error, ErrorKind, FileReader, OnError, Pipeline, PipelineBuilder, ReadBytes,
-    SampleError, Source,
+    Device, Error, Pipeline, PipelineBuilder, Source, error::ErrorKind, error::SampleError,
+    pipeline::OnError, reader::FileReader, reader::ReadBytes,
 };
 
 fn builder(source: Source) -> PipelineBuilder {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use gpufeed::decode::{CpuDecoder, Image, nvjpeg};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, SofKind, parse_header};
-use gpufeed::{Device, OnError, Pipeline};
+use gpufeed::{Device, Pipeline, pipeline::OnError};
 
 fn gpu_or_skip(test: &str) -> bool {
     match gpufeed::cuda::devices().and_then(|_| nvjpeg::version()) {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use gpufeed::{
-    DType, Device, Error, ErrorKind, Layout, OnError, Pipeline, PipelineBuilder, SampleError,
-    ShardMode, Source,
+    DType, Device, Error, Layout, Pipeline, PipelineBuilder, Source, error::ErrorKind,
+    error::SampleError, pipeline::OnError, sampler::ShardMode,
 };
 
 fn builder(source: Source) -> PipelineBuilder {
@@ -140,7 +140,7 @@ fn shapes_dtypes_and_layouts() {
         (DType::BF16, Layout::Nhwc),
         (DType::F32, Layout::Nchw),
     ] {
-        let norm = (dtype != DType::U8).then_some(gpufeed::Normalize::IMAGENET);
+        let norm = (dtype != DType::U8).then_some(gpufeed::augment::Normalize::IMAGENET);
         let mut p = builder(Source::image_folder(common::sample_dir()).unwrap())
             .batch_size(5)
             .dtype(dtype)

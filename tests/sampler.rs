@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use gpufeed::{Sampler, ShardMode};
+use gpufeed::{sampler::Sampler, sampler::ShardMode};
 
 /// How often each sample index appears over all ranks of one epoch.
 fn counts(n: usize, world: usize, mode: ShardMode, seed: u64, epoch: u64) -> Vec<Vec<u32>> {

@@ -369,7 +369,7 @@ impl Batch {
     }
 
     /// Samples that failed and were skipped while this batch was assembled
-    /// (under [`OnError::Skip`](crate::OnError::Skip)), each naming its file.
+    /// (under [`OnError::Skip`](crate::pipeline::OnError::Skip)), each naming its file.
     pub fn skipped(&self) -> &[Error] {
         &self.skipped
     }

@@ -36,7 +36,7 @@ pub enum Device {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// Leave it out: the batch is filled with the following samples, the
-    /// error is counted in [`Stats`](crate::Stats) and attached to the batch
+    /// error is counted in [`Stats`](crate::pipeline::Stats) and attached to the batch
     /// ([`Batch::skipped`](crate::Batch::skipped)) with the file name.
     #[default]
     Skip,

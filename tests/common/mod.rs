@@ -48,7 +48,7 @@ pub(crate) fn skip(test: &str, require: &str, why: impl std::fmt::Display) {
 pub(crate) fn unlabelled(root: &std::path::Path, files: &[PathBuf]) -> gpufeed::Source {
     let samples = files
         .iter()
-        .map(|p| gpufeed::Sample {
+        .map(|p| gpufeed::source::Sample {
             path: p.clone(),
             label: 0,
         })

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use gpufeed::{DType, ErrorKind, Layout, Normalize, Pipeline, Source, Transform};
+use gpufeed::{DType, Layout, Pipeline, Source, Transform, augment::Normalize, error::ErrorKind};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 
@@ -207,11 +207,11 @@ struct Run {
     mb_per_s: f64,
     cpu_s_per_1000: f64,
     peak_rss_mib: f64,
-    memory: gpufeed::Memory,
+    memory: gpufeed::pipeline::Memory,
     queue_depth_batches: f64,
     wait_fraction: f64,
     limit: String,
-    stats: gpufeed::Stats,
+    stats: gpufeed::pipeline::Stats,
     workers: usize,
     files: usize,
     classes: usize,

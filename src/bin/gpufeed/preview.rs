@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use gpufeed::{DType, Device, Layout, Normalize, Pipeline, Transform};
+use gpufeed::{DType, Device, Layout, Pipeline, Transform, augment::Normalize};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {

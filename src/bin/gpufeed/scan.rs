@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use gpufeed::decode::{CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
-use gpufeed::{SampleError, Source};
+use gpufeed::{Source, error::SampleError};
 use serde_json::json;
 
 #[derive(clap::Args)]
