@@ -473,11 +473,9 @@ impl DeviceStage {
                         match j.roi {
                             None => arena[..img.data.len()].copy_from_slice(&img.data),
                             Some(r) => {
-                                let (row, pitch) = (r.w as usize * 3, img.width as usize * 3);
-                                for y in 0..r.h as usize {
-                                    let from = (r.y as usize + y) * pitch + r.x as usize * 3;
-                                    arena[y * row..(y + 1) * row]
-                                        .copy_from_slice(&img.data[from..from + row]);
+                                let row = r.w as usize * 3;
+                                for (y, src) in super::handoff::window_rows(&img, r).enumerate() {
+                                    arena[y * row..][..row].copy_from_slice(src);
                                 }
                             }
                         }

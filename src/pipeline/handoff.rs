@@ -16,11 +16,11 @@ pub(crate) struct Region {
     pub(crate) params: Vec<SampleParams>,
 }
 
-/// The bounding box `(x0, y0, x1, y1)` of every draw's source window: the
-/// only pixels the kernel reads (the CPU reference asserts the same).
-pub(super) fn bounds(params: &[SampleParams]) -> (u32, u32, u32, u32) {
-    let x0 = params.iter().map(|p| p.x.start).min().unwrap_or(0);
-    let y0 = params.iter().map(|p| p.y.start).min().unwrap_or(0);
+/// The bounding box of every draw's source window: the only pixels the
+/// kernel reads (the CPU reference asserts the same).
+fn bounds(params: &[SampleParams]) -> Roi {
+    let x = params.iter().map(|p| p.x.start).min().unwrap_or(0);
+    let y = params.iter().map(|p| p.y.start).min().unwrap_or(0);
     let x1 = params
         .iter()
         .map(|p| p.x.start + p.x.len)
@@ -31,7 +31,21 @@ pub(super) fn bounds(params: &[SampleParams]) -> (u32, u32, u32, u32) {
         .map(|p| p.y.start + p.y.len)
         .max()
         .unwrap_or(0);
-    (x0, y0, x1, y1)
+    Roi {
+        x,
+        y,
+        w: x1 - x,
+        h: y1 - y,
+    }
+}
+
+/// The rows of window `r` of an RGB8 image, top to bottom.
+pub(super) fn window_rows(img: &crate::decode::Image, r: Roi) -> impl Iterator<Item = &[u8]> {
+    let (row, pitch) = (r.w as usize * 3, img.width as usize * 3);
+    (r.y as usize..(r.y + r.h) as usize).map(move |y| {
+        let at = y * pitch + r.x as usize * 3;
+        &img.data[at..at + row]
+    })
 }
 
 /// Shift the draws so that `(x0, y0)` becomes the origin. The kernel adds
@@ -48,20 +62,14 @@ impl Region {
     /// Cut the bounding box of every draw's source window out of `img` and
     /// shift the draws to it.
     pub(crate) fn cut(img: &crate::decode::Image, mut params: Vec<SampleParams>) -> Region {
-        let (x0, y0, x1, y1) = bounds(&params);
-        let (w, h) = (x1 - x0, y1 - y0);
-        let row = w as usize * 3;
-        let mut pixels = Vec::with_capacity(row * h as usize);
-        let pitch = img.width as usize * 3;
-        for y in y0..y1 {
-            let at = y as usize * pitch + x0 as usize * 3;
-            pixels.extend_from_slice(&img.data[at..at + row]);
-        }
-        shift(&mut params, x0, y0);
+        let r = bounds(&params);
+        let mut pixels = Vec::with_capacity(r.w as usize * r.h as usize * 3);
+        window_rows(img, r).for_each(|row| pixels.extend_from_slice(row));
+        shift(&mut params, r.x, r.y);
         Region {
             pixels,
-            width: w,
-            height: h,
+            width: r.w,
+            height: r.h,
             params,
         }
     }
@@ -90,13 +98,7 @@ impl Jpeg {
     /// The window the draws read, when it is smaller than the image: what a
     /// crop-region decode needs (issue 5, item 3).
     pub(super) fn window(&self) -> Option<Roi> {
-        let (x0, y0, x1, y1) = bounds(&self.params);
-        let roi = Roi {
-            x: x0,
-            y: y0,
-            w: x1 - x0,
-            h: y1 - y0,
-        };
+        let roi = bounds(&self.params);
         let whole = (roi.w, roi.h) == (self.width, self.height);
         (!whole && roi.w > 0 && roi.h > 0).then_some(roi)
     }
