@@ -7,13 +7,11 @@ mean/std, f16, CHW), batches of BATCH on NUM_THREADS CPU threads.
 
 Requirements: nvidia-dali-cuda120 (or -cuda130). Prints one JSON object.
 """
-import argparse
 import json
-import os
 import sys
 import time
 
-from jpegs import list_jpegs
+from jpegs import gpu_peer_args, list_jpegs
 
 try:
     from nvidia.dali import fn, pipeline_def, types
@@ -22,13 +20,7 @@ except ImportError:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--size", type=int, default=224)
-    a = ap.parse_args()
+    a = gpu_peer_args()
     files = list_jpegs(a.data)
 
     @pipeline_def(batch_size=a.batch, num_threads=a.threads, device_id=0, seed=0)

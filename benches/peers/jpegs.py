@@ -1,6 +1,18 @@
 """What every peer script reads: the JPEGs under a folder, sorted, the same
-set `gpufeed bench` reads."""
+set `gpufeed bench` reads, and the command line they share."""
+import argparse
 import os
+
+
+def gpu_peer_args():
+    """DATA, --batch, --epochs, --threads, --size of the GPU peers."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--size", type=int, default=224)
+    return ap.parse_args()
 
 
 def list_jpegs(root):

@@ -11,9 +11,7 @@ The step synchronizes the CUDA stream per batch, like a consumer would.
 
 Requirements: torch and torchvision with CUDA. Prints one JSON object.
 """
-import argparse
 import json
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,17 +21,11 @@ import torchvision
 from torchvision.io import decode_jpeg, read_file
 from torchvision.transforms import v2
 
-from jpegs import list_jpegs
+from jpegs import gpu_peer_args, list_jpegs
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--size", type=int, default=224)
-    a = ap.parse_args()
+    a = gpu_peer_args()
     if not torch.cuda.is_available():
         sys.exit("torchvision_gpu: no CUDA device")
     files = list_jpegs(a.data)

@@ -45,26 +45,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let secs = t0.elapsed().as_secs_f64();
         let cpu = super::bench::cpu_seconds() - cpu0;
         let images = (args.common.batch * args.iters) as f64;
+        let (img_s, mp_s, cpu_ms) = (
+            images / secs,
+            pixels as f64 / secs / 1e6,
+            cpu * 1e3 / images,
+        );
         let r = b.routes();
+        let (hw, cuda, cpu_fb) = (r.0 - warm.0, r.1 - warm.1, r.2 - warm.2);
         let row = serde_json::json!({
             "backend": b.describe(), "hardware_share": share, "batch": args.common.batch,
-            "images": images, "seconds": secs, "images_per_s": images / secs,
-            "megapixels_per_s": pixels as f64 / secs / 1e6,
-            "cpu_ms_per_image": cpu * 1e3 / images,
-            "decoded_hardware": r.0 - warm.0, "decoded_cuda": r.1 - warm.1,
-            "decoded_cpu_fallback": r.2 - warm.2,
+            "images": images, "seconds": secs, "images_per_s": img_s,
+            "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
+            "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
         });
         if !args.json {
             println!(
-                "{}: share {share}: {:.0} img/s, {:.0} MP/s, {:.3} CPU-ms per image \
-                 (hardware {}, CUDA {}, CPU {})",
+                "{}: share {share}: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
+                 (hardware {hw}, CUDA {cuda}, CPU {cpu_fb})",
                 b.describe(),
-                images / secs,
-                pixels as f64 / secs / 1e6,
-                cpu * 1e3 / images,
-                r.0 - warm.0,
-                r.1 - warm.1,
-                r.2 - warm.2
             );
         }
         rows.push(row);
