@@ -304,8 +304,8 @@ impl CudaEngine {
     }
 
     /// Copy `ranges` of the staging to the device, run `launches`, then copy
-    /// `labels` (a byte range of the staging holding `n` u32) into the
-    /// slot's label buffer, and record the slot's event. Asynchronous.
+    /// `labels` (a byte range of the pinned staging holding `n` u32) into
+    /// the slot's label buffer, and record the slot's event. Asynchronous.
     pub(crate) fn flush(
         &self,
         slot: &mut CudaSlot,
@@ -348,13 +348,15 @@ impl CudaEngine {
             }?;
         }
         if let Some(r) = labels.filter(|r| !r.is_empty()) {
-            assert!(r.len() <= slot.labels.num_bytes());
-            let (src, _r) = slot.staging.device_ptr(s);
+            assert!(r.len() <= slot.labels.num_bytes() && r.end <= slot.pinned.as_slice().len());
+            let host = &slot.pinned.as_slice()[r];
             let (dst, _w) = slot.labels.device_ptr_mut(s);
-            // SAFETY: both ranges lie inside their device buffers (asserted
-            // and by construction of the staging layout); the copy is
-            // ordered after the staging upload on the same stream.
-            unsafe { result::memcpy_dtod_async(dst, src + r.start as u64, r.len(), s.cu_stream()) }
+            // Straight from the pinned staging: `ranges` covers pixels and
+            // tiles only, so the device staging never holds the labels.
+            // SAFETY: the source is live pinned memory not written until
+            // `ready` (recorded below) completes; the destination holds at
+            // least `host.len()` bytes (asserted).
+            unsafe { result::memcpy_htod_async(dst, host, s.cu_stream()) }
                 .map_err(drv("copy labels"))?;
         }
         slot.ready.record(s).map_err(drv("record event"))?;
