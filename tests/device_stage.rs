@@ -343,7 +343,12 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() {
     if gpu_or_skip(test).is_none() {
         return;
     }
-    let f = |b: PipelineBuilder| b.dtype(DType::U8).layout(Layout::Nhwc).batch_size(8);
+    let f = |b: PipelineBuilder| {
+        b.dtype(DType::U8)
+            .normalize(None)
+            .layout(Layout::Nhwc)
+            .batch_size(8)
+    };
     let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
     let mut dev = f(base(sample(), Device::Cuda(0)))
         .gpu_decode(true)
