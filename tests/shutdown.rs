@@ -30,6 +30,21 @@ fn devices() -> Vec<Device> {
 
 #[test]
 fn two_hundred_create_iterate_drop_cycles() {
+    let source = Source::image_folder(common::sample_dir()).unwrap();
+    let devices = devices();
+    // One pipeline per device first: the CUDA driver's own threads belong
+    // to the process's context, which outlives pipelines (cuda::context),
+    // so they are counted in the baseline, not as a leak.
+    for &device in &devices {
+        let mut p = Pipeline::builder()
+            .source(source.clone())
+            .device(device)
+            .batch_size(4)
+            .output_size(16, 16)
+            .build()
+            .unwrap();
+        assert_eq!(p.epoch(0).map(|b| b.unwrap().len()).sum::<usize>(), 28);
+    }
     let threads_before = proc_::threads();
     let (tick, ticks) = mpsc::channel::<usize>();
     let watchdog = std::thread::spawn(move || {
@@ -45,12 +60,16 @@ fn two_hundred_create_iterate_drop_cycles() {
             }
         }
     });
-    let source = Source::image_folder(common::sample_dir()).unwrap();
-    let devices = devices();
     let mut rss_after_warmup = 0;
+    let mut spent = vec![Duration::ZERO; devices.len()];
+    let start = Instant::now();
     let mut worst_drop = Duration::ZERO;
     for i in 0..200 {
         tick.send(i).unwrap();
+        if i % 25 == 0 {
+            eprintln!("cycle {i} after {:?}", start.elapsed());
+        }
+        let cycle = Instant::now();
         let mut p = Pipeline::builder()
             .source(source.clone())
             .device(devices[i % devices.len()])
@@ -95,6 +114,7 @@ fn two_hundred_create_iterate_drop_cycles() {
         drop(p);
         drop(held);
         worst_drop = worst_drop.max(t0.elapsed());
+        spent[i % devices.len()] += cycle.elapsed();
         // The allocator's per-thread arenas fill over a timing-dependent
         // number of early cycles (600 cycles: level from about cycle 50);
         // a leak keeps climbing through the second half.
@@ -119,7 +139,11 @@ fn two_hundred_create_iterate_drop_cycles() {
     println!(
         "shutdown: 200 cycles on {devices:?}: threads {threads_before} -> {threads_after}, \
          RSS after cycle 100 {rss_after_warmup} KiB -> after cycle 200 {rss_end} KiB, \
-         slowest drop {worst_drop:?}"
+         slowest drop {worst_drop:?}; mean cycle per device {:?}",
+        spent
+            .iter()
+            .map(|d| *d / (200 / devices.len() as u32))
+            .collect::<Vec<_>>()
     );
     assert_eq!(
         threads_after, threads_before,

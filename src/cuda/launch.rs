@@ -51,7 +51,7 @@ impl AugmentKernels {
         let drv = |what: &str, e: cudarc::driver::DriverError| {
             Error::Device(format!("cuda:{index}: {what}: {e:?}"))
         };
-        let ctx = CudaContext::new(index).map_err(|e| drv("context", e))?;
+        let ctx = super::context(index)?;
         let module = ctx
             .load_module(Ptx::from_binary(cubin.image))
             .map_err(|e| drv("load CUBIN", e))?;

@@ -74,6 +74,33 @@ pub fn devices() -> Result<Vec<DeviceInfo>> {
     Ok(out)
 }
 
+/// The primary context of device `index`, shared by every pipeline and
+/// decoder of this process and kept until it exits, as the CUDA runtime
+/// keeps it. cudarc releases the primary context with its last `Arc`, and
+/// the driver then tears it down: a training loop that rebuilds its
+/// pipeline would otherwise pay a context creation (hundreds of
+/// milliseconds, and every module and pool with it) each time.
+pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::CudaContext>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CONTEXTS: OnceLock<Mutex<Vec<Option<Arc<cudarc::driver::CudaContext>>>>> =
+        OnceLock::new();
+    devices()?;
+    let mut held = CONTEXTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if held.len() <= index {
+        held.resize(index + 1, None);
+    }
+    if let Some(c) = &held[index] {
+        return Ok(c.clone());
+    }
+    let ctx = cudarc::driver::CudaContext::new(index)
+        .map_err(|e| Error::Device(format!("cuda:{index}: context: {e:?}")))?;
+    held[index] = Some(ctx.clone());
+    Ok(ctx)
+}
+
 /// The embedded kernel sources: `(file name, text)`, headers inlined.
 pub fn kernel_sources() -> Vec<(&'static str, String)> {
     vec![("augment.cu", inline_header(AUGMENT_CU))]
