@@ -49,3 +49,49 @@ fn handle_without_a_gpu_is_a_typed_error() {
         }
     }
 }
+
+/// The routing rule (issue 5) over the corpus files nvJPEG 13.0 decoded
+/// wrongly on an H100 (2026-11-22): RGB-coded files and mixed chroma
+/// factors go to the CPU decoder; gray files with 2x2 sampling stay on
+/// CUDA's decoder but not the hardware engine's. Plain 4:2:0 and gray
+/// photos stay on nvJPEG. Header parsing only: no library, no GPU.
+#[test]
+fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() {
+    let Some(corpus) = common::corpus("routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu")
+    else {
+        return;
+    };
+    let header = |f: &str| {
+        let bytes = std::fs::read(corpus.join("tricky").join(f)).unwrap();
+        gpufeed::jpeg::parse_header(&bytes, gpufeed::jpeg::DEFAULT_MAX_PIXELS).unwrap()
+    };
+    for f in [
+        "jpeg-decoder-reftest/rgb.jpg",
+        "jpeg-js/truecolor.jpg",
+        "go/video-001.rgb.jpeg",
+    ] {
+        let h = header(f);
+        assert!(h.is_rgb(), "{f}: RGB-coded");
+        assert!(!nvjpeg::takes(&h), "{f}: must go to the CPU");
+    }
+    for f in [
+        "wuffs/peacock.s-weird.jpeg",
+        "wuffs/peacock.s-very-weird.jpeg",
+        "wuffs/peacock.s1x3.jpeg",
+    ] {
+        assert!(!nvjpeg::takes(&header(f)), "{f}: must go to the CPU");
+    }
+    for f in [
+        "jpeg-decoder-reftest/grayscale_16x24_sampling2x2.jpg",
+        "go/video-005.gray.q50.2x2.jpeg",
+    ] {
+        let h = header(f);
+        assert!(nvjpeg::takes(&h), "{f}: CUDA decodes it");
+        assert!(!nvjpeg::hardware_takes(&h), "{f}: not for the engine");
+    }
+    for f in ["dali-extra/camera-2382826_640.jpg", "pillow/hopper.jpg"] {
+        let h = header(f);
+        assert!(!h.is_rgb(), "{f}: YCbCr");
+        assert!(nvjpeg::hardware_takes(&h), "{f}: for the engine");
+    }
+}

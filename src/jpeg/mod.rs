@@ -125,6 +125,9 @@ pub struct JpegHeader {
     pub sof: SofKind,
     /// Horizontal and vertical sampling factors per component.
     pub sampling: Vec<(u8, u8)>,
+    /// Component identifiers, in frame order (1, 2, 3 for most YCbCr
+    /// files; `R`, `G`, `B` for some RGB ones).
+    pub component_ids: Vec<u8>,
     /// Subsampling class derived from `sampling`.
     pub subsampling: Subsampling,
     /// Restart interval in MCUs from a DRI before the first scan; 0 if none.
@@ -146,6 +149,17 @@ impl JpegHeader {
         } else {
             (self.width, self.height)
         }
+    }
+
+    /// Whether three components hold R, G, B rather than YCbCr: an Adobe
+    /// APP14 transform of 0, or, with no APP14, the component identifiers
+    /// `R`, `G`, `B` (libjpeg's rule, jdapimin.c `default_decompress_parms`).
+    pub fn is_rgb(&self) -> bool {
+        self.components == 3
+            && match self.adobe_transform {
+                Some(t) => t == 0,
+                None => self.component_ids == b"RGB",
+            }
     }
 
     /// Number of pixels in the coded frame.
@@ -292,7 +306,9 @@ fn parse_sof(sof: SofKind, seg: &[u8]) -> Result<JpegHeader, SampleError> {
         ));
     }
     let mut sampling = Vec::with_capacity(components as usize);
+    let mut component_ids = Vec::with_capacity(components as usize);
     for c in 0..components as usize {
+        component_ids.push(seg[6 + 3 * c]);
         let hv = seg[6 + 3 * c + 1];
         let (h, v) = (hv >> 4, hv & 0x0F);
         if !(1..=4).contains(&h) || !(1..=4).contains(&v) {
@@ -308,6 +324,7 @@ fn parse_sof(sof: SofKind, seg: &[u8]) -> Result<JpegHeader, SampleError> {
         sof,
         subsampling: classify_subsampling(&sampling),
         sampling,
+        component_ids,
         restart_interval: 0,
         adobe_transform: None,
         orientation: Orientation::Normal,
@@ -350,6 +367,32 @@ mod tests {
         v.extend_from_slice(&[3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]);
         v.extend_from_slice(&[0xFF, 0xDA, 0, 12, 3, 1, 0, 2, 0x11, 3, 0x11, 0, 63, 0]);
         v
+    }
+
+    /// libjpeg's colour rule: the Adobe transform decides; without APP14,
+    /// component identifiers `R`, `G`, `B` mean RGB.
+    #[test]
+    fn rgb_from_adobe_transform_or_component_ids() {
+        let mut v = tiny(0xC0, 16, 8);
+        let h = parse_header(&v, DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!(h.component_ids, [1, 2, 3]);
+        assert_eq!(h.adobe_transform, Some(2));
+        assert!(!h.is_rgb());
+        // APP14 transform 0 (its last byte, at offset 2 + 4 + 11).
+        v[17] = 0;
+        assert!(parse_header(&v, DEFAULT_MAX_PIXELS).unwrap().is_rgb());
+        // No APP14 (drop its 16 bytes), identifiers R, G, B.
+        let mut plain: Vec<u8> = [&v[..2], &v[18..]].concat();
+        let sof = plain.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        for (k, id) in b"RGB".iter().enumerate() {
+            plain[sof + 10 + 3 * k] = *id;
+        }
+        let h = parse_header(&plain, DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!(
+            (h.adobe_transform, h.component_ids.as_slice()),
+            (None, &b"RGB"[..])
+        );
+        assert!(h.is_rgb());
     }
 
     #[test]

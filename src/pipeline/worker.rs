@@ -268,18 +268,14 @@ fn draws(cfg: &Config, task: Task, size: (u32, u32)) -> Vec<SampleParams> {
     params
 }
 
-/// Whether nvJPEG takes the image (issue 5 routing, decided from the
-/// header): 8-bit Huffman DCT with one or three components. Lossless,
-/// arithmetic, hierarchical, 12-bit and CMYK go to the CPU decoder, as do
-/// images that need an EXIF rotation (the CPU route applies it).
+/// Whether the image goes to nvJPEG (issue 5 routing, decided from the
+/// header): what [`crate::decode::nvjpeg::takes`] accepts. Lossless,
+/// arithmetic, hierarchical, 12-bit, CMYK, RGB-coded and odd subsamplings go
+/// to the CPU decoder, as do images that need an EXIF rotation (the CPU
+/// route applies it).
 pub(crate) fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool) -> bool {
-    use crate::jpeg::{Orientation, SofKind};
-    matches!(
-        h.sof,
-        SofKind::Baseline | SofKind::Extended | SofKind::Progressive
-    ) && h.precision == 8
-        && matches!(h.components, 1 | 3)
-        && (!apply_orientation || h.orientation == Orientation::Normal)
+    crate::decode::nvjpeg::takes(h)
+        && (!apply_orientation || h.orientation == crate::jpeg::Orientation::Normal)
 }
 
 /// The CPU reference over every draw of one sample.

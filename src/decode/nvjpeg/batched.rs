@@ -41,14 +41,31 @@ macro_rules! call {
 impl Handle {
     /// A handle for one backend (`nvjpegCreateEx`, default allocators).
     /// The hardware backend fails on GPUs without the NVJPG engine.
+    ///
+    /// Flags (nvJPEG docs, "nvJPEG Flags"), where the library knows them:
+    /// `UPSAMPLING_WITH_INTERPOLATION` upsamples chroma by interpolation,
+    /// as libjpeg's default "fancy" upsampling and the CPU decoders do
+    /// (nvJPEG 12.1+; DALI turns it on too); `BITSTREAM_STRICT` makes
+    /// nvJPEG refuse streams that break the standard instead of guessing,
+    /// so a damaged file is retried on the CPU decoder and comes out as the
+    /// CPU backend would deliver it.
     pub(crate) fn with_backend(backend: sys::nvjpegBackend_t) -> Result<Handle> {
+        let flags =
+            sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | sys::NVJPEG_FLAGS_BITSTREAM_STRICT;
+        Handle::create(backend, flags).or_else(|_| Handle::create(backend, 0))
+    }
+
+    fn create(backend: sys::nvjpegBackend_t, flags: u32) -> Result<Handle> {
         let lib = library()?;
         let mut raw: sys::nvjpegHandle_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegHandle_t = &mut raw;
         let null_dev: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
         let null_pin: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
         // Null allocators select nvJPEG's defaults; `out` is a live slot.
-        call!(&lib, nvjpegCreateEx(backend, null_dev, null_pin, 0, out))?;
+        call!(
+            &lib,
+            nvjpegCreateEx(backend, null_dev, null_pin, flags, out)
+        )?;
         if raw.is_null() {
             return Err(Error::Device(
                 "nvjpegCreateEx returned a null handle".into(),
@@ -246,7 +263,16 @@ impl BatchedDecoder {
         data: &[u8],
         roi: Option<Roi>,
     ) -> Option<Option<Roi>> {
-        if !self.hardware || !self.supports(data) {
+        if !self.hardware {
+            return None;
+        }
+        // What the engine's own query accepts but decodes wrongly
+        // (super::hardware_takes).
+        match crate::jpeg::parse_header(data, u64::MAX) {
+            Ok(h) if super::hardware_takes(&h) => {}
+            _ => return None,
+        }
+        if !self.supports(data) {
             return None;
         }
         let Some(r) = roi else {
@@ -416,78 +442,107 @@ impl BatchedDecoder {
     }
 }
 
-/// Decode one JPEG on CUDA device 0 with the hardware engine or CUDA and
-/// copy it back: the GPU tests compare this with the CPU decoder. Dimensions
-/// come from gpufeed's header parser (EXIF orientation is not applied).
-pub fn decode_to_host(data: &[u8], hardware: bool) -> Result<crate::decode::Image> {
-    decode_on_device(data, hardware, None)
+/// Decodes single JPEGs on CUDA device 0 with the hardware engine or CUDA
+/// and copies them back: the GPU tests compare these with the CPU decoder.
+/// One decoder, stream and context for all calls: creating a hardware
+/// decoder (handle, state, pre-allocated pool) per image costs more than
+/// the decode.
+pub struct HostDecoder {
+    // Field order is drop order: the decoder before the stream and context
+    // it ran on.
+    dec: BatchedDecoder,
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
 }
 
-/// Decode only the window `(x, y, width, height)` of one JPEG on the
-/// hardware engine (nvjpegDecodeBatchedEx with a ROI) and copy it back: the
-/// GPU tests compare it with a crop of the full decode. An error when the
-/// engine, or this nvJPEG, cannot decode the window.
-pub fn decode_window_to_host(
-    data: &[u8],
-    (x, y, w, h): (u32, u32, u32, u32),
-) -> Result<crate::decode::Image> {
-    decode_on_device(data, true, Some(Roi { x, y, w, h }))
+impl std::fmt::Debug for HostDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostDecoder")
+            .field("hardware", &self.dec.hardware)
+            .finish_non_exhaustive()
+    }
 }
 
-fn decode_on_device(data: &[u8], hardware: bool, roi: Option<Roi>) -> Result<crate::decode::Image> {
-    use cudarc::driver::{CudaContext, DevicePtrMut};
-    crate::cuda::devices()?;
-    let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
-        .map_err(|e| Error::Device(format!("header: {e}")))?;
-    let (w, h) = match roi {
-        Some(r) => {
-            if r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height {
-                return Err(Error::Device(format!("window {r:?} outside the image")));
-            }
-            (r.w as usize, r.h as usize)
-        }
-        None => (header.width as usize, header.height as usize),
-    };
-    let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
-    let ctx = CudaContext::new(0).map_err(drv)?;
-    let stream = ctx.new_stream().map_err(drv)?;
-    let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
-    let mut dec = BatchedDecoder::new(hardware, 1)?;
-    if hardware {
-        match dec.hardware_support(data, roi) {
-            None => {
-                return Err(Error::Device(
-                    "not supported by the hardware decoder".into(),
-                ));
-            }
-            Some(used) if used != roi => {
-                return Err(Error::Device(
-                    "window not supported by the hardware decoder".into(),
-                ));
-            }
-            Some(_) => {}
-        }
+impl HostDecoder {
+    /// A decoder on the hardware engine (`hardware`) or CUDA; an error
+    /// without a device, nvJPEG, or (for `hardware`) the engine.
+    pub fn new(hardware: bool) -> Result<HostDecoder> {
+        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
+        let ctx = crate::cuda::context(0)?;
+        let stream = ctx.new_stream().map_err(drv)?;
+        let dec = BatchedDecoder::new(hardware, 1)?;
+        Ok(HostDecoder { dec, stream, ctx })
     }
-    {
-        let (ptr, _record) = buf.device_ptr_mut(&stream);
-        ctx.bind_to_thread().map_err(drv)?;
-        // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows: the
-        // window's size with a ROI) and outlives the synchronize below, as
-        // does `data`; the context was bound to this thread just above.
-        unsafe {
-            dec.decode(
-                &[data],
-                &[Dest { ptr, pitch: w * 3 }],
-                &[roi],
-                stream.cu_stream().cast(),
-            )
-        }?;
+
+    /// Decode the whole image (RGB, 8-bit). Dimensions are the header's.
+    pub fn decode(&mut self, data: &[u8]) -> Result<crate::decode::Image> {
+        self.run(data, None)
     }
-    stream.synchronize().map_err(drv)?;
-    let data = stream.clone_dtoh(&buf).map_err(drv)?;
-    Ok(crate::decode::Image {
-        width: w as u32,
-        height: h as u32,
-        data,
-    })
+
+    /// Decode only the window `(x, y, width, height)` on the hardware
+    /// engine (nvjpegDecodeBatchedEx with a ROI): the GPU tests compare it
+    /// with a crop of the full decode. An error when the engine, or this
+    /// nvJPEG, cannot decode the window.
+    pub fn decode_window(
+        &mut self,
+        data: &[u8],
+        (x, y, w, h): (u32, u32, u32, u32),
+    ) -> Result<crate::decode::Image> {
+        self.run(data, Some(Roi { x, y, w, h }))
+    }
+
+    fn run(&mut self, data: &[u8], roi: Option<Roi>) -> Result<crate::decode::Image> {
+        use cudarc::driver::DevicePtrMut;
+        let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
+            .map_err(|e| Error::Device(format!("header: {e}")))?;
+        let (w, h) = match roi {
+            Some(r) => {
+                if r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height {
+                    return Err(Error::Device(format!("window {r:?} outside the image")));
+                }
+                (r.w as usize, r.h as usize)
+            }
+            None => (header.width as usize, header.height as usize),
+        };
+        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
+        let stream = &self.stream;
+        let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
+        if self.dec.hardware {
+            match self.dec.hardware_support(data, roi) {
+                None => {
+                    return Err(Error::Device(
+                        "not supported by the hardware decoder".into(),
+                    ));
+                }
+                Some(used) if used != roi => {
+                    return Err(Error::Device(
+                        "window not supported by the hardware decoder".into(),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        {
+            let (ptr, _record) = buf.device_ptr_mut(stream);
+            self.ctx.bind_to_thread().map_err(drv)?;
+            // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows: the
+            // window's size with a ROI) and outlives the synchronize below, as
+            // does `data`; the context was bound to this thread just above.
+            unsafe {
+                self.dec.decode(
+                    &[data],
+                    &[Dest { ptr, pitch: w * 3 }],
+                    &[roi],
+                    stream.cu_stream().cast(),
+                )
+            }?;
+        }
+        stream.synchronize().map_err(drv)?;
+        let data = stream.clone_dtoh(&buf).map_err(drv)?;
+        Ok(crate::decode::Image {
+            width: w as u32,
+            height: h as u32,
+            data,
+        })
+    }
 }

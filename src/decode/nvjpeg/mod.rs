@@ -10,13 +10,46 @@ mod batched;
 #[allow(clippy::all)]
 mod sys;
 
+pub use batched::HostDecoder;
 pub(crate) use batched::{BatchedDecoder, Dest, Roi};
-pub use batched::{decode_to_host, decode_window_to_host};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+
+/// Whether nvJPEG's CUDA decoders take an image with this header: 8-bit
+/// Huffman DCT (baseline, extended, progressive), gray or YCbCr in one of
+/// the subsamplings nvJPEG names (`nvjpegChromaSubsampling_t`). Measured on
+/// an H100 with nvJPEG 13.0 (2026-11-22): RGB-coded files came out as if
+/// YCbCr (7–12 dB against the CPU decoder), and mixed chroma factors
+/// (Cb 2x1 with Cr 1x1, luma 1x3, ...) as garbage; those go to the CPU.
+pub fn takes(h: &crate::jpeg::JpegHeader) -> bool {
+    use crate::jpeg::{SofKind, Subsampling as S};
+    matches!(
+        h.sof,
+        SofKind::Baseline | SofKind::Extended | SofKind::Progressive
+    ) && h.precision == 8
+        && match h.components {
+            1 => true,
+            3 => {
+                !h.is_rgb()
+                    && matches!(
+                        h.subsampling,
+                        S::S444 | S::S422 | S::S420 | S::S440 | S::S411 | S::S410
+                    )
+            }
+            _ => false,
+        }
+}
+
+/// [`takes`], narrowed for the hardware engine: on the same H100 it decoded
+/// gray images whose one component declares sampling factors other than
+/// 1x1 (legal, and meaningless for one component) as garbage, where the
+/// CUDA decoder got them right.
+pub fn hardware_takes(h: &crate::jpeg::JpegHeader) -> bool {
+    takes(h) && (h.components == 3 || h.sampling.first() == Some(&(1, 1)))
+}
 
 /// Library names tried in order: nvJPEG 13 (CUDA 13), 12, then unversioned.
 const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
