@@ -86,11 +86,17 @@ fn twenty_epochs(device: Device) {
         pools.pinned_bytes,
         pools.device_bytes
     );
-    // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here.
-    // Live bytes settle once the recycling pools have filled (epoch 2).
+    // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:
+    // 240 KiB over the second half. Live bytes settle once the recycling
+    // pools have filled (epoch 2), then wobble (on an H100, 2026-11-22,
+    // by up to 230 KiB: which compressed files sit in the recycled read
+    // buffers at an epoch's end depends on timing), so the second half's
+    // peak is held to the first half's.
     let settled = live[1];
+    let peak = |l: &[i64]| l.iter().copied().max().unwrap_or(0);
+    let half = (n / 2).clamp(2.min(n), n);
     assert!(
-        live.iter().skip(1).all(|&l| l <= settled + 16),
+        peak(&live[half..]) <= peak(&live[1.min(n)..half]) + 16,
         "live heap grew after epoch 2: {live:?} KiB"
     );
     assert!(settled <= live[0] + 1024, "live heap {live:?} KiB");
