@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# GPU checks for gpufeed, from a bundle built by scripts/gpu-bundle.sh.
+# Run from a checkout of the repository (data/sample, benches/peers):
+#
+#   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
+#
+# PHASE: tests, sanitize, bench, peers, or all (the default: all but peers).
+# DATA: a folder of JPEGs to bench (default: the bundle's corpus
+# photos/imagenet-size, else data/sample).
+#
+# Environment:
+#   GPUFEED_CORPUS   the shared test corpus (default: BUNDLE/corpus when
+#                    gpu-bundle.sh copied one, else ../shared/testdata)
+#   OUT_LOGS         log folder (default ./gpu-logs)
+#   GPU_DEADLINE     seconds this script may run; each step's time limit is
+#                    cut to what is left and later steps are skipped, so a
+#                    lease with a per-call limit still returns every log
+#   LOGS_TAR         also pack the logs into this .tgz at the end
+#
+# Every step has its own time limit (a hang costs that step, not the run);
+# summary.txt lists each step's exit status and time.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/bin
+logs=${OUT_LOGS:-$PWD/gpu-logs}
+mkdir -p "$logs"
+export GPUFEED_REQUIRE_GPU=1 GPUFEED_REQUIRE_NVRTC=1
+export GPUFEED_KERNEL_CACHE=${GPUFEED_KERNEL_CACHE:-$logs/kernel-cache}
+if [ -z "${GPUFEED_CORPUS:-}" ] && [ -f "$here/corpus/MANIFEST.tsv" ]; then
+  export GPUFEED_CORPUS=$here/corpus
+fi
+
+phases=()
+data=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) shift; data=${1:-}; break ;;
+    tests | sanitize | bench | peers) phases+=("$1") ;;
+    all) phases+=(tests sanitize bench) ;;
+    *) data=$1 ;;
+  esac
+  shift
+done
+[ ${#phases[@]} -eq 0 ] && phases=(tests sanitize bench)
+if [ -z "$data" ]; then
+  if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
+    data=$GPUFEED_CORPUS/photos/imagenet-size
+  else
+    data=data/sample
+  fi
+fi
+
+status=0
+# step NAME LIMIT_S COMMAND...: run with a time limit, log to NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  if [ -n "${GPU_DEADLINE:-}" ]; then
+    local left=$((GPU_DEADLINE - SECONDS))
+    if [ "$left" -lt 10 ]; then
+      echo "-- $name: skipped (deadline)" | tee -a "$logs/summary.txt"
+      status=1
+      return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+  fi
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local verdict=ok
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="TIMED OUT after ${limit}s"
+  elif [ $rc -ne 0 ]; then verdict="FAILED (rc $rc)"; fi
+  [ $rc -ne 0 ] && status=1
+  printf -- '-- %-22s %-24s %4ds\n' "$name" "$verdict" $((SECONDS - t0)) | tee -a "$logs/summary.txt"
+  grep -E "^test result|panicked at|SKIPPED" "$logs/$name.log" | head -6 | sed 's/^/     /'
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu \
+  --format=csv >"$logs/nvidia-smi.txt" 2>&1 || true
+cat "$logs/nvidia-smi.txt"
+echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
+
+for phase in "${phases[@]}"; do
+  case $phase in
+    tests)
+      step unit-cuda 60 "$bin/unit-gpufeed" cuda:: --test-threads=1
+      step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
+      GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
+      # The device stage against the CPU backend (needs data/sample).
+      step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
+      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
+        step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+      step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
+      step memory 120 "$bin/test-memory" --nocapture
+      step shutdown 240 "$bin/test-shutdown" --nocapture
+      ;;
+    sanitize)
+      if command -v compute-sanitizer >/dev/null; then
+        for tool in memcheck racecheck; do
+          step "sanitizer-$tool" 180 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            "$bin/unit-gpufeed" cuda::kernel_tests::gpu --test-threads=1
+          step "sanitizer-$tool-stage" 240 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
+        done
+      else
+        echo "-- compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"
+      fi
+      ;;
+    bench)
+      # The fused kernel against device copy bandwidth (issue 4).
+      step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
+      # nvJPEG alone at hardware share 0, the default and 1, with the CPU
+      # time per image (issue 5).
+      step decode-bench 90 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
+        --hardware-share 0,0.65,1
+      # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
+      step bench-cuda 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 --dtype f16 \
+        --epochs 5 --json
+      step bench-cuda-routes 180 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep hardware-share=0,0.65,1 --sweep cpu-decode=false,true \
+        --out "$logs/routes"
+      step bench-cuda-readers 120 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
+      step bench-cpu 90 "$bin/gpufeed" bench "$data" --device cpu --json
+      ;;
+    peers)
+      # torchvision GPU and DALI (when installed) side by side.
+      if [ -f benches/peers/compare.sh ]; then
+        step peers 300 bash benches/peers/compare.sh "$data" 3 "$logs/peers"
+      fi
+      ;;
+  esac
+done
+echo "logs: $logs"
+if [ -n "${LOGS_TAR:-}" ]; then
+  tar czf "$LOGS_TAR" -C "$(dirname "$logs")" "$(basename "$logs")"
+fi
+exit $status
