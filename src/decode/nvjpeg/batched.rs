@@ -12,31 +12,12 @@
 
 use std::sync::Arc;
 
-use super::{Handle, Library, NvJpegStatus, library, sys};
+use super::{Handle, library, sys};
 use crate::error::{Error, Result};
 
 /// Output format: interleaved RGB in one plane, what the augment kernel
 /// reads.
-const RGBI: sys::nvjpegOutputFormat_t = sys::nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
-
-macro_rules! call {
-    ($lib:expr, $f:ident ( $($arg:expr),* )) => {{
-        let lib: &Library = $lib;
-        match lib.lib.$f.as_ref() {
-            Err(_) => Err(Error::Device(format!(
-                "{}: symbol missing from {}", stringify!($f), lib.name
-            ))),
-            Ok(f) => {
-                // SAFETY: the function pointer was resolved from the loaded
-                // library with the signature bindgen generated from
-                // nvjpeg.h; argument validity is argued at each call site.
-                let status = unsafe { f($($arg),*) };
-                NvJpegStatus::check(status)
-                    .map_err(|s| Error::Device(format!("{}: {s}", stringify!($f))))
-            }
-        }
-    }};
-}
+pub(super) const RGBI: sys::nvjpegOutputFormat_t = sys::nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
 
 impl Handle {
     /// A handle for one backend (`nvjpegCreateEx`, default allocators).
@@ -76,12 +57,32 @@ impl Handle {
 }
 
 /// `nvjpegJpegState_t`: per-decoder scratch; one thread at a time.
-struct JpegState {
-    raw: sys::nvjpegJpegState_t,
+pub(super) struct JpegState {
+    pub(super) raw: sys::nvjpegJpegState_t,
     handle: Arc<Handle>,
 }
 
 impl JpegState {
+    /// The state of the decoupled API's `decoder` (nvjpegDecoderStateCreate),
+    /// destroyed the same way as the batched API's.
+    pub(super) fn for_decoder(
+        handle: &Arc<Handle>,
+        decoder: sys::nvjpegJpegDecoder_t,
+    ) -> Result<JpegState> {
+        let mut raw: sys::nvjpegJpegState_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegJpegState_t = &mut raw;
+        // Handle and decoder are live (the caller holds both); `out` is a
+        // live slot.
+        call!(
+            &handle.lib,
+            nvjpegDecoderStateCreate(handle.raw, decoder, out)
+        )?;
+        Ok(JpegState {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+
     fn new(handle: &Arc<Handle>) -> Result<JpegState> {
         let mut raw: sys::nvjpegJpegState_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegJpegState_t = &mut raw;
@@ -102,13 +103,13 @@ impl Drop for JpegState {
 }
 
 /// `nvjpegJpegStream_t`: a parsed bitstream, for support queries.
-struct JpegStream {
-    raw: sys::nvjpegJpegStream_t,
+pub(super) struct JpegStream {
+    pub(super) raw: sys::nvjpegJpegStream_t,
     handle: Arc<Handle>,
 }
 
 impl JpegStream {
-    fn new(handle: &Arc<Handle>) -> Result<JpegStream> {
+    pub(super) fn new(handle: &Arc<Handle>) -> Result<JpegStream> {
         let mut raw: sys::nvjpegJpegStream_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegJpegStream_t = &mut raw;
         // The handle is live; `out` is a live slot.
@@ -138,13 +139,13 @@ pub(crate) struct Roi {
 
 /// `nvjpegDecodeParams_t`: one image's options for nvjpegDecodeBatchedEx
 /// (its ROI).
-struct DecodeParams {
-    raw: sys::nvjpegDecodeParams_t,
+pub(super) struct DecodeParams {
+    pub(super) raw: sys::nvjpegDecodeParams_t,
     handle: Arc<Handle>,
 }
 
 impl DecodeParams {
-    fn new(handle: &Arc<Handle>) -> Result<DecodeParams> {
+    pub(super) fn new(handle: &Arc<Handle>) -> Result<DecodeParams> {
         let mut raw: sys::nvjpegDecodeParams_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegDecodeParams_t = &mut raw;
         // The handle is live; `out` is a live slot.
@@ -159,7 +160,7 @@ impl DecodeParams {
 
     /// Decode `roi`, or the whole image for `None` (nvJPEG's "-1" size,
     /// nvjpegDecodeParamsSetROI).
-    fn set_roi(&mut self, roi: Option<Roi>) -> Result<()> {
+    pub(super) fn set_roi(&mut self, roi: Option<Roi>) -> Result<()> {
         let (x, y, w, h) = match roi {
             Some(r) => (r.x as i32, r.y as i32, r.w as i32, r.h as i32),
             None => (0, 0, -1, -1),
@@ -168,6 +169,18 @@ impl DecodeParams {
         call!(
             &self.handle.lib,
             nvjpegDecodeParamsSetROI(self.raw, x, y, w, h)
+        )
+    }
+}
+
+impl DecodeParams {
+    /// Interleaved RGB (the decoupled API reads the format from here; the
+    /// batched API from nvjpegDecodeBatchedInitialize).
+    pub(super) fn set_rgbi(&mut self) -> Result<()> {
+        // `raw` is owned by self and alive.
+        call!(
+            &self.handle.lib,
+            nvjpegDecodeParamsSetOutputFormat(self.raw, RGBI)
         )
     }
 }
@@ -439,110 +452,5 @@ impl BatchedDecoder {
             self.initialized = 0;
         }
         r
-    }
-}
-
-/// Decodes single JPEGs on CUDA device 0 with the hardware engine or CUDA
-/// and copies them back: the GPU tests compare these with the CPU decoder.
-/// One decoder, stream and context for all calls: creating a hardware
-/// decoder (handle, state, pre-allocated pool) per image costs more than
-/// the decode.
-pub struct HostDecoder {
-    // Field order is drop order: the decoder before the stream and context
-    // it ran on.
-    dec: BatchedDecoder,
-    stream: std::sync::Arc<cudarc::driver::CudaStream>,
-    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
-}
-
-impl std::fmt::Debug for HostDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostDecoder")
-            .field("hardware", &self.dec.hardware)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HostDecoder {
-    /// A decoder on the hardware engine (`hardware`) or CUDA; an error
-    /// without a device, nvJPEG, or (for `hardware`) the engine.
-    pub fn new(hardware: bool) -> Result<HostDecoder> {
-        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
-        let ctx = crate::cuda::context(0)?;
-        let stream = ctx.new_stream().map_err(drv)?;
-        let dec = BatchedDecoder::new(hardware, 1)?;
-        Ok(HostDecoder { dec, stream, ctx })
-    }
-
-    /// Decode the whole image (RGB, 8-bit). Dimensions are the header's.
-    pub fn decode(&mut self, data: &[u8]) -> Result<crate::decode::Image> {
-        self.run(data, None)
-    }
-
-    /// Decode only the window `(x, y, width, height)` on the hardware
-    /// engine (nvjpegDecodeBatchedEx with a ROI): the GPU tests compare it
-    /// with a crop of the full decode. An error when the engine, or this
-    /// nvJPEG, cannot decode the window.
-    pub fn decode_window(
-        &mut self,
-        data: &[u8],
-        (x, y, w, h): (u32, u32, u32, u32),
-    ) -> Result<crate::decode::Image> {
-        self.run(data, Some(Roi { x, y, w, h }))
-    }
-
-    fn run(&mut self, data: &[u8], roi: Option<Roi>) -> Result<crate::decode::Image> {
-        use cudarc::driver::DevicePtrMut;
-        let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
-            .map_err(|e| Error::Device(format!("header: {e}")))?;
-        let (w, h) = match roi {
-            Some(r) => {
-                if r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height {
-                    return Err(Error::Device(format!("window {r:?} outside the image")));
-                }
-                (r.w as usize, r.h as usize)
-            }
-            None => (header.width as usize, header.height as usize),
-        };
-        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
-        let stream = &self.stream;
-        let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
-        if self.dec.hardware {
-            match self.dec.hardware_support(data, roi) {
-                None => {
-                    return Err(Error::Device(
-                        "not supported by the hardware decoder".into(),
-                    ));
-                }
-                Some(used) if used != roi => {
-                    return Err(Error::Device(
-                        "window not supported by the hardware decoder".into(),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        {
-            let (ptr, _record) = buf.device_ptr_mut(stream);
-            self.ctx.bind_to_thread().map_err(drv)?;
-            // SAFETY: `buf` holds w * h * 3 bytes (pitch w * 3, h rows: the
-            // window's size with a ROI) and outlives the synchronize below, as
-            // does `data`; the context was bound to this thread just above.
-            unsafe {
-                self.dec.decode(
-                    &[data],
-                    &[Dest { ptr, pitch: w * 3 }],
-                    &[roi],
-                    stream.cu_stream().cast(),
-                )
-            }?;
-        }
-        stream.synchronize().map_err(drv)?;
-        let data = stream.clone_dtoh(&buf).map_err(drv)?;
-        Ok(crate::decode::Image {
-            width: w as u32,
-            height: h as u32,
-            data,
-        })
     }
 }

@@ -3,15 +3,42 @@
 //! [`NvJpegStatus`] → RAII handles.
 //!
 //! The library loads (`libnvjpeg.so.13`, `.so.12`, `.so`) at first use;
-//! `batched.rs` holds the decode path the pipeline's device stage drives.
+//! `batched.rs` holds the decode path the pipeline's device stage drives
+//! (hardware engine, and CUDA through the batched API), `decoupled.rs` the
+//! decoupled API (host Huffman on the owning thread, crop windows on CUDA;
+//! not yet in the pipeline), `host.rs` the single-image hook the GPU tests
+//! use for each route.
 #![allow(unsafe_code)]
 
+/// Call an nvJPEG function through the loaded library: a missing symbol or
+/// a status other than success becomes an `Error` naming the function.
+macro_rules! call {
+    ($lib:expr, $f:ident ( $($arg:expr),* )) => {{
+        let lib: &$crate::decode::nvjpeg::Library = $lib;
+        match lib.lib.$f.as_ref() {
+            Err(_) => Err($crate::error::Error::Device(format!(
+                "{}: symbol missing from {}", stringify!($f), lib.name
+            ))),
+            Ok(f) => {
+                // SAFETY: the function pointer was resolved from the loaded
+                // library with the signature bindgen generated from
+                // nvjpeg.h; argument validity is argued at each call site.
+                let status = unsafe { f($($arg),*) };
+                $crate::decode::nvjpeg::NvJpegStatus::check(status)
+                    .map_err(|s| $crate::error::Error::Device(format!("{}: {s}", stringify!($f))))
+            }
+        }
+    }};
+}
+
 mod batched;
+mod decoupled;
+mod host;
 #[allow(clippy::all)]
 mod sys;
 
-pub use batched::HostDecoder;
 pub(crate) use batched::{BatchedDecoder, Dest, Roi};
+pub use host::{HostDecoder, Route};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};

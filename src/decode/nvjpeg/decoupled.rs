@@ -1,0 +1,383 @@
+//! The decoupled API (issue 5, item 2): one image at a time in three
+//! phases, so the CPU part can run on the thread that owns the decoder and
+//! the GPU parts queue on a stream (nvJPEG docs, "Decoupled Decoding"):
+//!
+//! ```text
+//! nvjpegJpegStreamParse → nvjpegDecodeJpegHost        (this thread: Huffman)
+//!   → nvjpegDecodeJpegTransferToDevice                 (async H2D, pinned →
+//!   → nvjpegDecodeJpegDevice                            device buffer; IDCT,
+//!                                                       colour, on the stream)
+//! ```
+//!
+//! Images of at least [`GPU_HUFFMAN_MIN_PIXELS`] that the
+//! `NVJPEG_BACKEND_GPU_HYBRID` decoder takes are Huffman-decoded on the GPU
+//! instead; the rest by `NVJPEG_BACKEND_HYBRID` on this thread. Both
+//! decoders write interleaved RGB with an optional crop window
+//! (nvjpegDecodeParamsSetROI), so the CUDA route can decode only the crop
+//! as the hardware engine does.
+//!
+//! Two pinned buffers take turns (what nvImageCodec's CUDA decoder does):
+//! the host phase of image n+1 fills one while the copy of image n reads
+//! the other; an event per buffer says when its copy has run. The device
+//! buffer needs no such care: every use is on the one stream, in order.
+//!
+//! Not yet wired into the pipeline's CUDA route (which uses the batched
+//! API): `HostDecoder` exposes it to the GPU tests first.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+
+use super::batched::{DecodeParams, Dest, JpegState, JpegStream, Roi};
+use super::{Handle, sys};
+use crate::error::{Error, Result};
+
+/// Pixels from which an image's Huffman decoding goes to the GPU, where
+/// the GPU decoder takes it: DALI's and nvImageCodec's default
+/// (`hybrid_huffman_threshold`, 1000 × 1000). Smaller images decode faster
+/// on a CPU thread than their GPU launch overhead allows.
+pub(crate) const GPU_HUFFMAN_MIN_PIXELS: u64 = 1_000_000;
+
+/// `nvjpegJpegDecoder_t`: one backend's decoder object.
+struct JpegDecoder {
+    raw: sys::nvjpegJpegDecoder_t,
+    handle: Arc<Handle>,
+}
+
+impl JpegDecoder {
+    fn new(handle: &Arc<Handle>, backend: sys::nvjpegBackend_t) -> Result<JpegDecoder> {
+        let mut raw: sys::nvjpegJpegDecoder_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegJpegDecoder_t = &mut raw;
+        // The handle is live (held by the Arc); `out` is a live slot.
+        call!(&handle.lib, nvjpegDecoderCreate(handle.raw, backend, out))?;
+        Ok(JpegDecoder {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+}
+
+impl Drop for JpegDecoder {
+    fn drop(&mut self) {
+        // Destroyed once, after the states made from it (field order of
+        // `Backend`), before the handle (held by Arc).
+        let _ = call!(&self.handle.lib, nvjpegDecoderDestroy(self.raw));
+    }
+}
+
+/// `nvjpegBufferPinned_t`: page-locked host memory a state's host phase
+/// writes and its transfer reads. Grows to the largest image seen.
+struct PinnedBuffer {
+    raw: sys::nvjpegBufferPinned_t,
+    handle: Arc<Handle>,
+}
+
+impl PinnedBuffer {
+    fn new(handle: &Arc<Handle>) -> Result<PinnedBuffer> {
+        let mut raw: sys::nvjpegBufferPinned_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegBufferPinned_t = &mut raw;
+        let default_alloc: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
+        // Null selects nvJPEG's default pinned allocator; `out` is live.
+        call!(
+            &handle.lib,
+            nvjpegBufferPinnedCreate(handle.raw, default_alloc, out)
+        )?;
+        Ok(PinnedBuffer {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // The owner synchronizes the buffer's last copy before dropping it
+        // (DecoupledDecoder's Drop).
+        let _ = call!(&self.handle.lib, nvjpegBufferPinnedDestroy(self.raw));
+    }
+}
+
+/// `nvjpegBufferDevice_t`: device memory for the coefficients between the
+/// transfer and the device phase.
+struct DeviceBuffer {
+    raw: sys::nvjpegBufferDevice_t,
+    handle: Arc<Handle>,
+}
+
+impl DeviceBuffer {
+    fn new(handle: &Arc<Handle>) -> Result<DeviceBuffer> {
+        let mut raw: sys::nvjpegBufferDevice_t = std::ptr::null_mut();
+        let out: *mut sys::nvjpegBufferDevice_t = &mut raw;
+        let default_alloc: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
+        // Null selects cudaMalloc/cudaFree; `out` is a live slot.
+        call!(
+            &handle.lib,
+            nvjpegBufferDeviceCreate(handle.raw, default_alloc, out)
+        )?;
+        Ok(DeviceBuffer {
+            raw,
+            handle: handle.clone(),
+        })
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = call!(&self.handle.lib, nvjpegBufferDeviceDestroy(self.raw));
+    }
+}
+
+/// One backend: its decoder and the state made from it (field order is
+/// drop order: the state first).
+struct Backend {
+    state: JpegState,
+    decoder: JpegDecoder,
+}
+
+impl Backend {
+    fn new(handle: &Arc<Handle>, backend: sys::nvjpegBackend_t) -> Result<Backend> {
+        let decoder = JpegDecoder::new(handle, backend)?;
+        let state = JpegState::for_decoder(handle, decoder.raw)?;
+        Ok(Backend { state, decoder })
+    }
+}
+
+/// A decoupled decoder for one thread: CPU Huffman (`HYBRID`) with GPU
+/// Huffman (`GPU_HYBRID`) for large images. Field order is drop order:
+/// states and decoders before the buffers they were attached to, all
+/// before the handle.
+pub(crate) struct DecoupledDecoder {
+    cpu_huffman: Backend,
+    gpu_huffman: Option<Backend>,
+    pinned: [PinnedBuffer; 2],
+    /// When buffer `i`'s last copy to the device has run.
+    pinned_free: [CudaEvent; 2],
+    pinned_used: [bool; 2],
+    next: usize,
+    device: DeviceBuffer,
+    stream: JpegStream,
+    params: DecodeParams,
+    handle: Arc<Handle>,
+}
+
+// SAFETY: every nvJPEG object here is used by one thread at a time (the
+// owner's `&mut self`); nvJPEG allows decoder, state, buffer, stream and
+// params objects to move between threads as long as calls on them do not
+// overlap (nvJPEG docs, "Thread Safety"). CudaEvent is Send.
+unsafe impl Send for DecoupledDecoder {}
+
+impl std::fmt::Debug for DecoupledDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecoupledDecoder")
+            .field("gpu_huffman", &self.gpu_huffman.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DecoupledDecoder {
+    /// A decoder on `ctx`'s device. Without the GPU Huffman backend (older
+    /// nvJPEG), every image takes the CPU Huffman path.
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<DecoupledDecoder> {
+        use sys::nvjpegBackend_t as B;
+        let handle = Arc::new(Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?);
+        let cpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_HYBRID)?;
+        let gpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok();
+        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("event: {e:?}"));
+        let event = || ctx.new_event(None).map_err(drv);
+        let mut params = DecodeParams::new(&handle)?;
+        params.set_rgbi()?;
+        Ok(DecoupledDecoder {
+            cpu_huffman,
+            gpu_huffman,
+            pinned: [PinnedBuffer::new(&handle)?, PinnedBuffer::new(&handle)?],
+            pinned_free: [event()?, event()?],
+            pinned_used: [false; 2],
+            next: 0,
+            device: DeviceBuffer::new(&handle)?,
+            stream: JpegStream::new(&handle)?,
+            params,
+            handle,
+        })
+    }
+
+    /// Decode `data` (its window `roi`, or all of it) into `dest` as
+    /// interleaved RGB. The host phase runs now, on this thread; the copy
+    /// and the device phase are queued on `stream`. `pixels` (width ×
+    /// height of the stored image) picks the Huffman decoder.
+    ///
+    /// # Safety
+    ///
+    /// `dest` must be device memory of at least `pitch * height` bytes of
+    /// the image (of the window, with a ROI) that stays valid until
+    /// `stream` reaches this work; `stream`'s context must be current on
+    /// this thread.
+    pub(crate) unsafe fn decode(
+        &mut self,
+        data: &[u8],
+        pixels: u64,
+        dest: Dest,
+        roi: Option<Roi>,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let h = &self.handle;
+        let js = self.stream.raw;
+        // `data` is live for the call; the stream object belongs to this
+        // handle. nvJPEG copies what it keeps of the bitstream into the
+        // state during the host phase, so `data` may go after it.
+        call!(
+            &h.lib,
+            nvjpegJpegStreamParse(h.raw, data.as_ptr(), data.len(), 0, 0, js)
+        )?;
+        self.params.set_roi(roi)?;
+        let params = self.params.raw;
+        let gpu = match &self.gpu_huffman {
+            Some(g) if pixels >= GPU_HUFFMAN_MIN_PIXELS => {
+                let mut unsupported: std::ffi::c_int = 1;
+                let out: *mut std::ffi::c_int = &mut unsupported;
+                // Decoder, parsed stream and params are live; 0 means the
+                // decoder takes the image (nvjpegDecoderJpegSupported).
+                call!(
+                    &h.lib,
+                    nvjpegDecoderJpegSupported(g.decoder.raw, js, params, out)
+                )
+                .is_ok()
+                    && unsupported == 0
+            }
+            _ => false,
+        };
+        let backend = match (&self.gpu_huffman, gpu) {
+            (Some(g), true) => g,
+            _ => &self.cpu_huffman,
+        };
+        let (dec, state) = (backend.decoder.raw, backend.state.raw);
+        let k = self.next;
+        if self.pinned_used[k] {
+            // The host phase below overwrites the buffer the copy of the
+            // image before last may still be reading.
+            self.pinned_free[k]
+                .synchronize()
+                .map_err(|e| Error::Device(format!("wait for pinned buffer: {e:?}")))?;
+        }
+        // State and buffers belong to this handle and are owned by self;
+        // attaching replaces what the state used before.
+        call!(
+            &h.lib,
+            nvjpegStateAttachPinnedBuffer(state, self.pinned[k].raw)
+        )?;
+        call!(
+            &h.lib,
+            nvjpegStateAttachDeviceBuffer(state, self.device.raw)
+        )?;
+        // All objects are live and belong together; the host phase works
+        // on this thread only.
+        call!(&h.lib, nvjpegDecodeJpegHost(h.raw, dec, state, params, js))?;
+        let cu = stream.cu_stream().cast();
+        // The caller made the stream's context current (# Safety); the
+        // copy reads pinned buffer k, which is not written again before
+        // `pinned_free[k]` (recorded next) has completed.
+        call!(
+            &h.lib,
+            nvjpegDecodeJpegTransferToDevice(h.raw, dec, state, js, cu)
+        )?;
+        self.pinned_free[k]
+            .record(stream)
+            .map_err(|e| Error::Device(format!("record pinned event: {e:?}")))?;
+        self.pinned_used[k] = true;
+        self.next = 1 - k;
+        let mut out = sys::nvjpegImage_t {
+            channel: [
+                dest.ptr as *mut u8,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            ],
+            pitch: [dest.pitch, 0, 0, 0],
+        };
+        // `dest` is valid device memory until the stream reaches this work
+        // (# Safety); `out` lives until the call returns.
+        call!(
+            &h.lib,
+            nvjpegDecodeJpegDevice(h.raw, dec, state, &mut out, cu)
+        )
+    }
+}
+
+impl Drop for DecoupledDecoder {
+    fn drop(&mut self) {
+        // A copy may still read a pinned buffer: wait for both before they
+        // are freed. Errors cannot be reported from drop.
+        for (ev, used) in self.pinned_free.iter().zip(self.pinned_used) {
+            if used {
+                let _ = ev.synchronize();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every entry point the decoupled path calls resolves in the nvJPEG
+    /// this machine loads (CI: the `nvidia-nvjpeg` wheel); no GPU needed.
+    #[test]
+    fn the_library_has_the_decoupled_api() {
+        let lib = match super::super::library() {
+            Ok(lib) => lib,
+            Err(e) if std::env::var("GPUFEED_REQUIRE_NVJPEG").as_deref() == Ok("1") => {
+                panic!("GPUFEED_REQUIRE_NVJPEG=1 but {e}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED (the_library_has_the_decoupled_api: {e})");
+                return;
+            }
+        };
+        let l = &lib.lib;
+        let present = [
+            ("nvjpegDecoderCreate", l.nvjpegDecoderCreate.is_ok()),
+            (
+                "nvjpegDecoderStateCreate",
+                l.nvjpegDecoderStateCreate.is_ok(),
+            ),
+            (
+                "nvjpegDecoderJpegSupported",
+                l.nvjpegDecoderJpegSupported.is_ok(),
+            ),
+            (
+                "nvjpegBufferPinnedCreate",
+                l.nvjpegBufferPinnedCreate.is_ok(),
+            ),
+            (
+                "nvjpegBufferDeviceCreate",
+                l.nvjpegBufferDeviceCreate.is_ok(),
+            ),
+            (
+                "nvjpegStateAttachPinnedBuffer",
+                l.nvjpegStateAttachPinnedBuffer.is_ok(),
+            ),
+            (
+                "nvjpegStateAttachDeviceBuffer",
+                l.nvjpegStateAttachDeviceBuffer.is_ok(),
+            ),
+            ("nvjpegJpegStreamParse", l.nvjpegJpegStreamParse.is_ok()),
+            (
+                "nvjpegDecodeParamsSetOutputFormat",
+                l.nvjpegDecodeParamsSetOutputFormat.is_ok(),
+            ),
+            (
+                "nvjpegDecodeParamsSetROI",
+                l.nvjpegDecodeParamsSetROI.is_ok(),
+            ),
+            ("nvjpegDecodeJpegHost", l.nvjpegDecodeJpegHost.is_ok()),
+            (
+                "nvjpegDecodeJpegTransferToDevice",
+                l.nvjpegDecodeJpegTransferToDevice.is_ok(),
+            ),
+            ("nvjpegDecodeJpegDevice", l.nvjpegDecodeJpegDevice.is_ok()),
+        ];
+        let missing: Vec<_> = present
+            .iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(n, _)| n)
+            .collect();
+        assert!(missing.is_empty(), "{}: missing {missing:?}", lib.name);
+    }
+}
