@@ -157,7 +157,7 @@ pub struct DecodeBench {
     slot: super::stage::CudaSlot,
     route: super::stage::NvRoute,
     /// Compressed bytes, width and height of each distinct image.
-    jpegs: Vec<(Vec<u8>, u32, u32)>,
+    jpegs: Vec<(Vec<u8>, u32, u32, bool)>,
     batch: usize,
     next: usize,
     counts: super::stage::RouteCounts,
@@ -188,7 +188,8 @@ impl DecodeBench {
                 continue;
             };
             if crate::pipeline::gpu_routable(&h, false) {
-                jpegs.push((bytes.clone(), h.width, h.height));
+                let engine_ok = crate::decode::nvjpeg::hardware_takes(&h);
+                jpegs.push((bytes.clone(), h.width, h.height, engine_ok));
             }
         }
         if jpegs.is_empty() || batch == 0 {
@@ -244,8 +245,8 @@ impl DecodeBench {
         let mut pixels = 0;
         for k in 0..self.batch {
             let i = (self.next + k) % n;
-            let (bytes, w, h) = &mut self.jpegs[i];
-            let (w, h) = (*w, *h);
+            let (bytes, w, h, engine_ok) = &mut self.jpegs[i];
+            let (w, h, engine_ok) = (*w, *h, *engine_ok);
             pixels += u64::from(w) * u64::from(h);
             jobs.push(super::stage::JpegJob {
                 bytes: std::mem::take(bytes),
@@ -255,6 +256,7 @@ impl DecodeBench {
                 roi: None,
                 // A fixed draw per distinct image, as the pipeline's.
                 route_draw: crate::pipeline::hardware_draw(0, 0, i as u64),
+                engine_ok,
             });
             at += (w as usize * h as usize * 3).next_multiple_of(256);
         }

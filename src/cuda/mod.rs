@@ -84,7 +84,6 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
     use std::sync::{Arc, Mutex, OnceLock};
     static CONTEXTS: OnceLock<Mutex<Vec<Option<Arc<cudarc::driver::CudaContext>>>>> =
         OnceLock::new();
-    devices()?;
     let mut held = CONTEXTS
         .get_or_init(Mutex::default)
         .lock()
@@ -95,6 +94,8 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
     if let Some(c) = &held[index] {
         return Ok(c.clone());
     }
+    // cudarc panics without libcuda: devices() checks first.
+    devices()?;
     let ctx = cudarc::driver::CudaContext::new(index)
         .map_err(|e| Error::Device(format!("cuda:{index}: context: {e:?}")))?;
     held[index] = Some(ctx.clone());

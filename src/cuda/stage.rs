@@ -414,6 +414,8 @@ pub(crate) struct JpegJob {
     /// Uniform in `[0, 1)`: the hardware engine takes the job (if it can)
     /// when this is below the share.
     pub(crate) route_draw: f64,
+    /// The header allows the hardware engine (`nvjpeg::hardware_takes`).
+    pub(crate) engine_ok: bool,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -524,6 +526,7 @@ impl CudaEngine {
             let support = route
                 .hw
                 .as_mut()
+                .filter(|_| j.engine_ok)
                 .and_then(|hw| hw.hardware_support(&j.bytes, j.roi));
             let hw = support.is_some() && j.route_draw < f64::from(route.share);
             if hw {

@@ -453,6 +453,7 @@ impl DeviceStage {
                 at,
                 roi,
                 route_draw: j.route_draw,
+                engine_ok: j.engine_ok,
             });
         }
         let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {

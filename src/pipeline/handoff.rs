@@ -84,6 +84,10 @@ pub(crate) struct Jpeg {
     /// [`hardware_draw`] of the sample: the route it takes is a function
     /// of `(seed, epoch, index)`, not of what else is in the batch.
     pub(crate) route_draw: f64,
+    /// Whether the header lets the hardware engine take it
+    /// ([`crate::decode::nvjpeg::hardware_takes`], decided by the worker
+    /// that parsed it).
+    pub(crate) engine_ok: bool,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,

@@ -213,6 +213,7 @@ fn process(
         return Ok(Output::Jpeg(Jpeg {
             bytes: bytes.to_vec(),
             route_draw: super::handoff::hardware_draw(cfg.seed, task.epoch, task.index.into()),
+            engine_ok: crate::decode::nvjpeg::hardware_takes(&header),
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

@@ -171,9 +171,7 @@ impl DecodeParams {
             nvjpegDecodeParamsSetROI(self.raw, x, y, w, h)
         )
     }
-}
 
-impl DecodeParams {
     /// Interleaved RGB (the decoupled API reads the format from here; the
     /// batched API from nvjpegDecodeBatchedInitialize).
     pub(super) fn set_rgbi(&mut self) -> Result<()> {
@@ -270,22 +268,15 @@ impl BatchedDecoder {
     /// Whether this (hardware) decoder takes `data` with the crop window
     /// `roi`: `Some(roi)` when it decodes just the window, `Some(None)` when
     /// only the whole image (older nvJPEG, or a window it refuses), `None`
-    /// when not at all.
+    /// when not at all. Callers first rule out, from the header they
+    /// parsed, what the engine accepts but decodes wrongly
+    /// (`super::hardware_takes`).
     pub(crate) fn hardware_support(
         &mut self,
         data: &[u8],
         roi: Option<Roi>,
     ) -> Option<Option<Roi>> {
-        if !self.hardware {
-            return None;
-        }
-        // What the engine's own query accepts but decodes wrongly
-        // (super::hardware_takes).
-        match crate::jpeg::parse_header(data, u64::MAX) {
-            Ok(h) if super::hardware_takes(&h) => {}
-            _ => return None,
-        }
-        if !self.supports(data) {
+        if !self.hardware || !self.supports(data) {
             return None;
         }
         let Some(r) = roi else {

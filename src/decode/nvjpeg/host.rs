@@ -107,7 +107,12 @@ impl HostDecoder {
                 ));
             }
             if self.route == Route::Hardware {
-                match dec.hardware_support(data, roi) {
+                // What the engine's own query accepts but decodes wrongly
+                // (the pipeline's workers check the same).
+                let support = super::hardware_takes(&header)
+                    .then(|| dec.hardware_support(data, roi))
+                    .flatten();
+                match support {
                     None => {
                         return Err(Error::Device(
                             "not supported by the hardware decoder".into(),
