@@ -94,7 +94,7 @@ fn twenty_epochs(device: Device) {
     // peak is held to the first half's.
     let settled = live[1];
     let peak = |l: &[i64]| l.iter().copied().max().unwrap_or(0);
-    let half = (n / 2).clamp(2.min(n), n);
+    let half = (n / 2).max(2).min(n);
     assert!(
         peak(&live[half..]) <= peak(&live[1.min(n)..half]) + 16,
         "live heap grew after epoch 2: {live:?} KiB"
