@@ -16,6 +16,10 @@
 #                    cut to what is left and later steps are skipped, so a
 #                    lease with a per-call limit still returns every log
 #   LOGS_TAR         also pack the logs into this .tgz at the end
+#   GPU_SKIP         step names to skip (space-separated), e.g. "shutdown"
+#   BENCH_IMAGES     the end-to-end benches read at least this many files
+#                    (default 5000): a smaller DATA is repeated through
+#                    links, so that an epoch outlasts start-up
 #
 # Every step has its own time limit (a hang costs that step, not the run);
 # summary.txt lists each step's exit status and time.
@@ -55,6 +59,10 @@ status=0
 step() {
   local name=$1 limit=$2
   shift 2
+  case " ${GPU_SKIP:-} " in *" $name "*)
+    echo "-- $name: skipped (GPU_SKIP)" | tee -a "$logs/summary.txt"
+    return ;;
+  esac
   if [ -n "${GPU_DEADLINE:-}" ]; then
     local left=$((GPU_DEADLINE - SECONDS))
     if [ "$left" -lt 10 ]; then
@@ -110,15 +118,30 @@ for phase in "${phases[@]}"; do
     bench)
       # The fused kernel against device copy bandwidth (issue 4).
       step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
-      # nvJPEG alone at hardware share 0, the default and 1, with the CPU
-      # time per image (issue 5).
-      step decode-bench 90 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
-        --hardware-share 0,0.65,1
+      # nvJPEG alone over a range of hardware shares (the default among
+      # them), with the CPU time per image (issue 5).
+      step decode-bench 120 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
+        --hardware-share 0,0.25,0.4,0.5,0.65,0.8,1
+      # End-to-end epochs over at least BENCH_IMAGES files.
+      n=$(find -L "$data" -type f | wc -l)
+      want=${BENCH_IMAGES:-5000}
+      if [ "$n" -gt 0 ] && [ "$n" -lt "$want" ]; then
+        big=$logs/bench-data
+        rm -rf "$big"
+        mkdir -p "$big"
+        for r in $(seq 1 $(((want + n - 1) / n))); do
+          find -L "$(cd "$data" && pwd)" -type f | while read -r f; do
+            ln -s "$f" "$big/$r-$(basename "$f")"
+          done
+        done
+        echo "bench data: $data repeated to $(find -L "$big" -type f | wc -l) files" | tee -a "$logs/summary.txt"
+        data=$big
+      fi
       # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
       step bench-cuda 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 --dtype f16 \
         --epochs 5 --json
       step bench-cuda-routes 180 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 3 --sweep hardware-share=0,0.65,1 --sweep cpu-decode=false,true \
+        --dtype f16 --epochs 3 --sweep hardware-share=0,0.5,1 --sweep cpu-decode=false,true \
         --out "$logs/routes"
       step bench-cuda-readers 120 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
@@ -134,6 +157,6 @@ for phase in "${phases[@]}"; do
 done
 echo "logs: $logs"
 if [ -n "${LOGS_TAR:-}" ]; then
-  tar czf "$LOGS_TAR" -C "$(dirname "$logs")" "$(basename "$logs")"
+  tar czf "$LOGS_TAR" --exclude bench-data -C "$(dirname "$logs")" "$(basename "$logs")"
 fi
 exit $status

@@ -331,7 +331,7 @@ device_test!(
 );
 
 /// The nvJPEG route end to end on a GPU (hardware engine with crop-region
-/// decode where the GPU has one, CUDA for the rest), against the CPU
+/// decode where the GPU has one, CUDA beside it), against the CPU
 /// backend: same samples, labels and order, and per batch a PSNR of at
 /// least 30 dB over u8 outputs. nvJPEG's pixels differ from the CPU
 /// decoder's (tests/nvjpeg_decode.rs holds them to 35 dB per image), and a
@@ -350,8 +350,11 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() {
             .batch_size(8)
     };
     let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
+    // Half to the engine (the default sends all it takes), so that both
+    // nvJPEG routes and their overlap run.
     let mut dev = f(base(sample(), Device::Cuda(0)))
         .gpu_decode(true)
+        .hardware_decode_share(0.5)
         .build()
         .unwrap();
     let mut worst = f64::INFINITY;

@@ -257,6 +257,8 @@ impl DecodeBench {
                 // A fixed draw per distinct image, as the pipeline's.
                 route_draw: crate::pipeline::hardware_draw(0, 0, i as u64),
                 engine_ok,
+                // Whole images: no window to pad.
+                mcu: (16, 16),
             });
             at += (w as usize * h as usize * 3).next_multiple_of(256);
         }

@@ -416,6 +416,8 @@ pub(crate) struct JpegJob {
     pub(crate) route_draw: f64,
     /// The header allows the hardware engine (`nvjpeg::hardware_takes`).
     pub(crate) engine_ok: bool,
+    /// The image's MCU size (`nvjpeg::mcu_size`).
+    pub(crate) mcu: (u32, u32),
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -453,6 +455,9 @@ pub(crate) struct NvRoute {
     single: crate::decode::nvjpeg::BatchedDecoder,
     cpu: crate::decode::CpuDecoder,
     share: f32,
+    /// The hardware engine's stream (made on first use), so that its batch
+    /// and the CUDA batch overlap.
+    hw_stream: Option<Arc<CudaStream>>,
 }
 
 impl std::fmt::Debug for NvRoute {
@@ -484,6 +489,7 @@ impl NvRoute {
             single: BatchedDecoder::new(false, 1)?,
             cpu,
             share,
+            hw_stream: None,
         })
     }
 
@@ -493,10 +499,18 @@ impl NvRoute {
 }
 
 impl CudaEngine {
-    /// Decode `jobs` into the slot's arena: hardware engine (its share of
-    /// what it supports, only the job's window where it can), then CUDA
-    /// (whole images), then one image at a time on CUDA for a batch that
-    /// failed, then the CPU decoder (uploaded). One outcome per job.
+    /// Decode `jobs` into the slot's arena: the hardware engine (its share
+    /// of what it supports, only the job's window where it can) and CUDA
+    /// (whole images) at the same time, on their own threads and streams;
+    /// then CUDA for a hardware batch that failed, then one image at a time
+    /// on CUDA for a batch that failed, then the CPU decoder (uploaded).
+    /// One outcome per job.
+    ///
+    /// The engine and the SMs are separate hardware. On an H100 (2026-11-22,
+    /// share 1) the few images the engine refuses cost a whole CUDA batch
+    /// call each batch: one after the other 4299 img/s, side by side ~7000.
+    /// (Larger CUDA batches, of more than 50 images, still serialize with
+    /// the engine inside nvJPEG: docs/BENCHMARKS.md.)
     pub(crate) fn decode_jpegs(
         &self,
         slot: &mut CudaSlot,
@@ -504,7 +518,7 @@ impl CudaEngine {
         route: &mut NvRoute,
         counts: &mut RouteCounts,
     ) -> Result<Vec<JpegOutcome>> {
-        use crate::decode::nvjpeg::{Dest, Roi};
+        use crate::decode::nvjpeg::{BatchedDecoder, Dest, Roi};
         let s = &self.k.stream;
         self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let base = {
@@ -518,16 +532,17 @@ impl CudaEngine {
         for j in &jobs {
             assert!(j.at + j.width as usize * j.height as usize * 3 <= slot.arena.len());
         }
-        let stream = s.cu_stream().cast();
         // Per job: the window the hardware engine decodes (None: whole).
         let mut windows: Vec<Option<Roi>> = vec![None; jobs.len()];
         let (mut to_hw, mut to_cuda) = (Vec::new(), Vec::new());
         for (k, j) in jobs.iter().enumerate() {
-            let support = route
-                .hw
-                .as_mut()
-                .filter(|_| j.engine_ok)
-                .and_then(|hw| hw.hardware_support(&j.bytes, j.roi));
+            let support = route.hw.as_mut().filter(|_| j.engine_ok).and_then(|hw| {
+                let size = (j.width, j.height);
+                let roi = j
+                    .roi
+                    .filter(|r| crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu));
+                hw.hardware_support(&j.bytes, roi)
+            });
             let hw = support.is_some() && j.route_draw < f64::from(route.share);
             if hw {
                 windows[k] = support.flatten();
@@ -536,45 +551,85 @@ impl CudaEngine {
                 to_cuda.push(k);
             }
         }
-        let run = |dec: &mut crate::decode::nvjpeg::BatchedDecoder,
-                   ks: &[usize],
-                   rois: &[Option<Roi>]| {
-            let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
-            let dst: Vec<Dest> = ks
-                .iter()
-                .zip(rois)
-                .map(|(&k, &r)| dest(&jobs[k], r))
-                .collect();
-            // SAFETY: each destination is inside the arena (asserted
-            // above: the job's space holds the whole image, so also any
-            // window of it), which lives in the slot until `ready`
-            // completes; the compressed bytes move into `slot.jpegs` below
-            // and stay there until then too; the context is bound to this
-            // thread.
-            unsafe { dec.decode(&data, &dst, rois, stream) }
-        };
+        let ctx = &self.k.ctx;
+        let run =
+            |dec: &mut BatchedDecoder, ks: &[usize], rois: &[Option<Roi>], on: &CudaStream| {
+                let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
+                let dst: Vec<Dest> = ks
+                    .iter()
+                    .zip(rois)
+                    .map(|(&k, &r)| dest(&jobs[k], r))
+                    .collect();
+                ctx.bind_to_thread().map_err(drv("bind context"))?;
+                // SAFETY: each destination is inside the arena (asserted
+                // above: the job's space holds the whole image, so also any
+                // window of it), which lives in the slot until `ready`
+                // completes; the compressed bytes move into `slot.jpegs` below
+                // and stay there until then too; the context was bound to this
+                // thread just above.
+                unsafe { dec.decode(&data, &dst, rois, on.cu_stream().cast()) }
+            };
         let mut result: Vec<JpegOutcome> = jobs.iter().map(|_| Ok(None)).collect();
-        let mut retry = Vec::new();
-        if let Some(hw) = route.hw.as_mut() {
-            let rois: Vec<Option<Roi>> = to_hw.iter().map(|&k| windows[k]).collect();
-            match run(hw, &to_hw, &rois) {
-                Ok(()) => {
-                    counts.hardware += to_hw.len() as u64;
-                    for &k in &to_hw {
-                        result[k] = Ok(windows[k]);
-                    }
-                }
-                // Whole images on CUDA instead: the arena has room.
-                Err(_) => to_cuda.append(&mut to_hw),
-            }
-        }
+        let NvRoute {
+            hw,
+            cuda,
+            single,
+            cpu,
+            hw_stream,
+            ..
+        } = route;
         let whole = vec![None; to_cuda.len()];
-        match run(&mut route.cuda, &to_cuda, &whole) {
+        let (hw_done, cuda_done) = match hw.as_mut().filter(|_| !to_hw.is_empty()) {
+            None => (None, run(cuda, &to_cuda, &whole, s)),
+            Some(hw) => {
+                let hs = match hw_stream {
+                    Some(h) => h.clone(),
+                    None => hw_stream
+                        .insert(s.fork().map_err(drv("hardware stream"))?)
+                        .clone(),
+                };
+                // The engine's writes go after what `s` has queued (the
+                // previous kernel's reads of this arena), and `s` goes on
+                // only once they are done.
+                hs.join(s).map_err(drv("hardware stream wait"))?;
+                let rois: Vec<Option<Roi>> = to_hw.iter().map(|&k| windows[k]).collect();
+                let (hw_done, cuda_done) = std::thread::scope(|sc| {
+                    let engine = sc.spawn(|| run(hw, &to_hw, &rois, &hs));
+                    let cuda_done = run(cuda, &to_cuda, &whole, s);
+                    let hw_done = engine.join().unwrap_or_else(|_| {
+                        Err(Error::Device("hardware decode thread panicked".into()))
+                    });
+                    (hw_done, cuda_done)
+                });
+                self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+                s.join(&hs).map_err(drv("hardware stream join"))?;
+                (Some(hw_done), cuda_done)
+            }
+        };
+        let mut retry = Vec::new();
+        match cuda_done {
             Ok(()) => counts.cuda += to_cuda.len() as u64,
-            Err(_) => retry = to_cuda,
+            Err(_) => retry.append(&mut to_cuda),
+        }
+        match hw_done {
+            Some(Ok(())) => {
+                counts.hardware += to_hw.len() as u64;
+                for &k in &to_hw {
+                    result[k] = Ok(windows[k]);
+                }
+            }
+            // Whole images on CUDA instead: the arena has room.
+            Some(Err(_)) => {
+                let whole = vec![None; to_hw.len()];
+                match run(cuda, &to_hw, &whole, s) {
+                    Ok(()) => counts.cuda += to_hw.len() as u64,
+                    Err(_) => retry.append(&mut to_hw),
+                }
+            }
+            None => {}
         }
         for k in retry {
-            if run(&mut route.single, &[k], &[None]).is_ok() {
+            if run(single, &[k], &[None], s).is_ok() {
                 counts.cuda += 1;
                 continue;
             }
@@ -582,7 +637,7 @@ impl CudaEngine {
             // cannot tell the routes apart.
             let j = &jobs[k];
             let mut img = crate::decode::Image::default();
-            match j.decode_on_cpu(&mut route.cpu, &mut img) {
+            match j.decode_on_cpu(cpu, &mut img) {
                 Ok(()) => {
                     s.memcpy_htod(
                         img.data.as_slice(),

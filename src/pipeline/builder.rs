@@ -46,9 +46,13 @@ pub enum OnError {
 }
 
 /// Share of the images the hardware JPEG engine supports that go to it.
-/// DALI's default for the same split (`hw_decoder_load`); not yet measured
-/// for gpufeed (docs/BENCHMARKS.md).
-const DEFAULT_HARDWARE_SHARE: f32 = 0.65;
+/// Measured on an H100 (docs/BENCHMARKS.md, 2026-11-22): every share
+/// between 0 and 1 decoded slower than either end; the engine alone
+/// (share 1) decoded 6258-7095 img/s at batch 256 against 5612-6540 for
+/// CUDA alone, and 5347 against 2232 at batch 64, and it leaves the SMs to
+/// training. End to end the two ends were within run-to-run spread. DALI's
+/// 0.65 (`hw_decoder_load`) was tuned on A100s.
+const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Settings after validation.
 #[derive(Debug, Clone)]
@@ -356,8 +360,9 @@ impl PipelineBuilder {
     }
 
     /// Share (0..=1) of the images the hardware JPEG engine supports that
-    /// are sent to it; the rest decode with CUDA, so both run at once.
-    /// Default 0.65 (DALI's `hw_decoder_load`; not yet measured here). Which
+    /// are sent to it; the rest decode with CUDA at the same time. Default
+    /// 1: on an H100 the engine alone beat CUDA alone and every mix
+    /// (docs/BENCHMARKS.md); measure others with `gpufeed decode-bench`. Which
     /// images go is drawn from `(seed, epoch, sample)`, like the crops, so
     /// an epoch's pixels do not depend on what else shares its batches.
     pub fn hardware_decode_share(mut self, share: f32) -> Self {

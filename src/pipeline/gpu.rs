@@ -454,6 +454,7 @@ impl DeviceStage {
                 roi,
                 route_draw: j.route_draw,
                 engine_ok: j.engine_ok,
+                mcu: j.mcu,
             });
         }
         let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {

@@ -88,6 +88,9 @@ pub(crate) struct Jpeg {
     /// ([`crate::decode::nvjpeg::hardware_takes`], decided by the worker
     /// that parsed it).
     pub(crate) engine_ok: bool,
+    /// The MCU size ([`crate::decode::nvjpeg::mcu_size`]): crop windows
+    /// are padded by it.
+    pub(crate) mcu: (u32, u32),
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,
@@ -99,12 +102,18 @@ impl Jpeg {
         (self.width as usize * self.height as usize * 3).next_multiple_of(256)
     }
 
-    /// The window the draws read, when it is smaller than the image: what a
-    /// crop-region decode needs (issue 5, item 3).
+    /// The window a crop-region decode asks for (issue 5, item 3), when it
+    /// is smaller than the image: the draws' bounding box, padded so that
+    /// its pixels decode as in a full decode
+    /// ([`crate::decode::nvjpeg::padded_window`]).
     pub(super) fn window(&self) -> Option<Roi> {
-        let roi = bounds(&self.params);
-        let whole = (roi.w, roi.h) == (self.width, self.height);
-        (!whole && roi.w > 0 && roi.h > 0).then_some(roi)
+        let want = bounds(&self.params);
+        if want.w == 0 || want.h == 0 {
+            return None;
+        }
+        let size = (self.width, self.height);
+        let roi = crate::decode::nvjpeg::padded_window(want, size, self.mcu);
+        ((roi.w, roi.h) != size).then_some(roi)
     }
 }
 

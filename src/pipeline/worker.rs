@@ -214,6 +214,7 @@ fn process(
             bytes: bytes.to_vec(),
             route_draw: super::handoff::hardware_draw(cfg.seed, task.epoch, task.index.into()),
             engine_ok: crate::decode::nvjpeg::hardware_takes(&header),
+            mcu: crate::decode::nvjpeg::mcu_size(&header),
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

@@ -15,7 +15,7 @@ pub(crate) struct Args {
     iters: usize,
     /// Shares of engine-supported images sent to the hardware engine, one
     /// measurement each.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.65, 1.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.5, 1.0])]
     hardware_share: Vec<f32>,
     /// Print one JSON array.
     #[arg(long)]

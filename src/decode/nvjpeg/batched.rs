@@ -26,13 +26,20 @@ impl Handle {
     /// Flags (nvJPEG docs, "nvJPEG Flags"), where the library knows them:
     /// `UPSAMPLING_WITH_INTERPOLATION` upsamples chroma by interpolation,
     /// as libjpeg's default "fancy" upsampling and the CPU decoders do
-    /// (nvJPEG 12.1+; DALI turns it on too); `BITSTREAM_STRICT` makes
-    /// nvJPEG refuse streams that break the standard instead of guessing,
-    /// so a damaged file is retried on the CPU decoder and comes out as the
-    /// CPU backend would deliver it.
+    /// (nvJPEG 12.1+; DALI turns it on too). On an H100 with nvJPEG 13.0
+    /// (2026-11-22) it took the worst photo from 31.9 to 50.3 dB against
+    /// the CPU decoder. Not `BITSTREAM_STRICT`: with it, the GPU Huffman
+    /// kernel of a `GPU_HYBRID` batch over 50 images read address 0
+    /// (`decodeDcHuffman`, compute-sanitizer) on the corpus's damaged files,
+    /// and the illegal address killed the context.
+    ///
+    /// `GPUFEED_NVJPEG_FLAGS` (a number) replaces these flags: a diagnostic
+    /// for bisecting nvJPEG behaviour on a GPU box without a rebuild.
     pub(crate) fn with_backend(backend: sys::nvjpegBackend_t) -> Result<Handle> {
-        let flags =
-            sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | sys::NVJPEG_FLAGS_BITSTREAM_STRICT;
+        let flags = std::env::var("GPUFEED_NVJPEG_FLAGS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION);
         Handle::create(backend, flags).or_else(|_| Handle::create(backend, 0))
     }
 

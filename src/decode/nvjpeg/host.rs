@@ -85,18 +85,23 @@ impl HostDecoder {
         self.run(data, Some(Roi { x, y, w, h }))
     }
 
-    fn run(&mut self, data: &[u8], roi: Option<Roi>) -> Result<crate::decode::Image> {
+    fn run(&mut self, data: &[u8], want: Option<Roi>) -> Result<crate::decode::Image> {
         let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
             .map_err(|e| Error::Device(format!("header: {e}")))?;
-        let (w, h) = match roi {
-            Some(r) => {
-                if r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height {
-                    return Err(Error::Device(format!("window {r:?} outside the image")));
-                }
-                (r.w as usize, r.h as usize)
-            }
-            None => (header.width as usize, header.height as usize),
-        };
+        if let Some(r) = want
+            && (r.w == 0 || r.h == 0 || r.x + r.w > header.width || r.y + r.h > header.height)
+        {
+            return Err(Error::Device(format!("window {r:?} outside the image")));
+        }
+        // The window nvJPEG decodes: padded as the pipeline pads it
+        // (`super::window`), then cropped to `want` on the host.
+        let size = (header.width, header.height);
+        let mcu = super::mcu_size(&header);
+        let roi = want
+            .map(|r| super::padded_window(r, size, mcu))
+            .filter(|r| self.route != Route::Hardware || super::engine_takes_window(*r, size, mcu));
+        let (w, h) = roi.map_or(size, |r| (r.w, r.h));
+        let (w, h) = (w as usize, h as usize);
         let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
         let stream = &self.stream;
         let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
@@ -145,10 +150,35 @@ impl HostDecoder {
         }
         stream.synchronize().map_err(drv)?;
         let data = stream.clone_dtoh(&buf).map_err(drv)?;
-        Ok(crate::decode::Image {
+        let decoded = crate::decode::Image {
             width: w as u32,
             height: h as u32,
             data,
+        };
+        let whole = Roi {
+            x: 0,
+            y: 0,
+            w: size.0,
+            h: size.1,
+        };
+        Ok(match want {
+            Some(want) => crop(&decoded, want, roi.unwrap_or(whole)),
+            None => decoded,
         })
+    }
+}
+
+/// Window `want` (image coordinates) of `img`, which holds window `at`.
+fn crop(img: &crate::decode::Image, want: Roi, at: Roi) -> crate::decode::Image {
+    let (row, pitch) = (want.w as usize * 3, img.width as usize * 3);
+    let mut data = Vec::with_capacity(row * want.h as usize);
+    for y in want.y - at.y..want.y - at.y + want.h {
+        let start = y as usize * pitch + (want.x - at.x) as usize * 3;
+        data.extend_from_slice(&img.data[start..start + row]);
+    }
+    crate::decode::Image {
+        width: want.w,
+        height: want.h,
+        data,
     }
 }

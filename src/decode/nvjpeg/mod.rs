@@ -36,9 +36,11 @@ mod decoupled;
 mod host;
 #[allow(clippy::all)]
 mod sys;
+mod window;
 
 pub(crate) use batched::{BatchedDecoder, Dest, Roi};
 pub use host::{HostDecoder, Route};
+pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
@@ -51,12 +53,18 @@ use crate::error::{Error, Result};
 /// an H100 with nvJPEG 13.0 (2026-11-22): RGB-coded files came out as if
 /// YCbCr (7–12 dB against the CPU decoder), and mixed chroma factors
 /// (Cb 2x1 with Cr 1x1, luma 1x3, ...) as garbage; those go to the CPU.
+/// So do images under 16 pixels on a side (smaller than a 4:2:0 MCU):
+/// nvJPEG's interpolated chroma at their edges differed from the CPU
+/// decoders' (a 2x2 image: 32.5 dB), and the CPU decodes them for nothing.
 pub fn takes(h: &crate::jpeg::JpegHeader) -> bool {
     use crate::jpeg::{SofKind, Subsampling as S};
-    matches!(
-        h.sof,
-        SofKind::Baseline | SofKind::Extended | SofKind::Progressive
-    ) && h.precision == 8
+    h.width >= 16
+        && h.height >= 16
+        && matches!(
+            h.sof,
+            SofKind::Baseline | SofKind::Extended | SofKind::Progressive
+        )
+        && h.precision == 8
         && match h.components {
             1 => true,
             3 => {
