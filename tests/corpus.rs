@@ -257,6 +257,13 @@ fn whole_corpus_through_the_pipeline() {
             .device(device)
             .on_error(OnError::Skip)
             .shuffle(false)
+            // A diagnostic: which nvJPEG route a failure is on.
+            .hardware_decode_share(
+                std::env::var("GPUFEED_TEST_HARDWARE_SHARE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1.0),
+            )
             .build()
             .unwrap();
         let (tick, ticks) = std::sync::mpsc::channel::<()>();

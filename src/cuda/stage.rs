@@ -506,11 +506,10 @@ impl CudaEngine {
     /// on CUDA for a batch that failed, then the CPU decoder (uploaded).
     /// One outcome per job.
     ///
-    /// The engine and the SMs are separate hardware. On an H100 (2026-11-22,
-    /// share 1) the few images the engine refuses cost a whole CUDA batch
-    /// call each batch: one after the other 4299 img/s, side by side ~7000.
-    /// (Larger CUDA batches, of more than 50 images, still serialize with
-    /// the engine inside nvJPEG: docs/BENCHMARKS.md.)
+    /// The engine and the CUDA decoder (Huffman on the calling thread) work
+    /// on separate hardware. On an H100 (2026-11-22, share 1) the few images
+    /// the engine refuses cost a whole CUDA batch call each batch: one after
+    /// the other 4299 img/s, side by side ~6000-7000 (docs/BENCHMARKS.md).
     pub(crate) fn decode_jpegs(
         &self,
         slot: &mut CudaSlot,

@@ -48,10 +48,10 @@ pub enum OnError {
 /// Share of the images the hardware JPEG engine supports that go to it.
 /// Measured on an H100 (docs/BENCHMARKS.md, 2026-11-22): every share
 /// between 0 and 1 decoded slower than either end; the engine alone
-/// (share 1) decoded 6258-7095 img/s at batch 256 against 5612-6540 for
-/// CUDA alone, and 5347 against 2232 at batch 64, and it leaves the SMs to
-/// training. End to end the two ends were within run-to-run spread. DALI's
-/// 0.65 (`hw_decoder_load`) was tuned on A100s.
+/// (share 1) decoded 6058-7095 img/s at batch 256 against 5612-6540 for
+/// CUDA alone with GPU Huffman, and 904 with the host Huffman decoding the
+/// CUDA route now uses (`BatchedDecoder::new`); and it leaves the SMs to
+/// training. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s.
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Settings after validation.

@@ -28,10 +28,9 @@ impl Handle {
     /// as libjpeg's default "fancy" upsampling and the CPU decoders do
     /// (nvJPEG 12.1+; DALI turns it on too). On an H100 with nvJPEG 13.0
     /// (2026-11-22) it took the worst photo from 31.9 to 50.3 dB against
-    /// the CPU decoder. Not `BITSTREAM_STRICT`: with it, the GPU Huffman
-    /// kernel of a `GPU_HYBRID` batch over 50 images read address 0
-    /// (`decodeDcHuffman`, compute-sanitizer) on the corpus's damaged files,
-    /// and the illegal address killed the context.
+    /// the CPU decoder. Not `BITSTREAM_STRICT`: it let damaged files
+    /// through on CUDA all the same (and crashed `GPU_HYBRID`, see
+    /// [`BatchedDecoder::new`]).
     ///
     /// `GPUFEED_NVJPEG_FLAGS` (a number) replaces these flags: a diagnostic
     /// for bisecting nvJPEG behaviour on a GPU box without a rebuild.
@@ -231,10 +230,15 @@ pub(crate) struct Dest {
 
 impl BatchedDecoder {
     /// A decoder on the hardware engine (`hardware`) or CUDA. The CUDA
-    /// decoder prefers `NVJPEG_BACKEND_GPU_HYBRID`, whose batched decode
-    /// runs Huffman decoding on the GPU for baseline images in batches of
-    /// more than 50 (nvJPEG docs, nvjpegBackend_t), instead of on the
-    /// calling CPU thread; it falls back to the default backend.
+    /// decoder uses `NVJPEG_BACKEND_DEFAULT` (Huffman decoding on the
+    /// calling thread), not `GPU_HYBRID`, whose GPU Huffman kernel
+    /// (`decodeDcHuffman`) read address 0 on the corpus's fuzzed files on
+    /// an H100 with nvJPEG 13.0 (2026-11-22, compute-sanitizer), with or
+    /// without strict mode and in calls of 50 images or fewer, and so killed
+    /// the CUDA context and the pipeline with it; the default backend
+    /// decoded the whole fuzz corpus with typed errors.
+    /// `GPUFEED_NVJPEG_CUDA_BACKEND=hybrid` selects `GPU_HYBRID` (for
+    /// measuring).
     ///
     /// The hardware decoder pre-allocates its memory pool for `batch`
     /// images (`nvjpegDecodeBatchedPreAllocate`, nvJPEG 11.6+; skipped where
@@ -245,9 +249,11 @@ impl BatchedDecoder {
         use sys::nvjpegBackend_t as B;
         let handle = if hardware {
             Handle::with_backend(B::NVJPEG_BACKEND_HARDWARE)?
+        } else if std::env::var("GPUFEED_NVJPEG_CUDA_BACKEND").as_deref() == Ok("hybrid") {
+            // A diagnostic, like GPUFEED_NVJPEG_FLAGS.
+            Handle::with_backend(B::NVJPEG_BACKEND_GPU_HYBRID)?
         } else {
-            Handle::with_backend(B::NVJPEG_BACKEND_GPU_HYBRID)
-                .or_else(|_| Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT))?
+            Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?
         };
         let handle = Arc::new(handle);
         let state = JpegState::new(&handle)?;

@@ -11,7 +11,9 @@
 //!
 //! Images of at least [`GPU_HUFFMAN_MIN_PIXELS`] that the
 //! `NVJPEG_BACKEND_GPU_HYBRID` decoder takes are Huffman-decoded on the GPU
-//! instead; the rest by `NVJPEG_BACKEND_HYBRID` on this thread. Both
+//! instead; the rest by `NVJPEG_BACKEND_HYBRID` on this thread. (The
+//! batched API's GPU Huffman crashed on fuzzed files, `BatchedDecoder::new`;
+//! this decoder has not been run over the fuzz corpus on a GPU.) Both
 //! decoders write interleaved RGB with an optional crop window
 //! (nvjpegDecodeParamsSetROI), so the CUDA route can decode only the crop
 //! as the hardware engine does.

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 pub enum Route {
     /// The NVJPG hardware engine (batched API, one image per batch).
     Hardware,
-    /// CUDA through the batched API (`GPU_HYBRID`): the pipeline's CUDA
+    /// CUDA through the batched API (host Huffman): the pipeline's CUDA
     /// route.
     CudaBatched,
     /// CUDA through the decoupled API: host Huffman on this thread, GPU
