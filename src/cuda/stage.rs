@@ -535,15 +535,17 @@ impl CudaEngine {
         let mut windows: Vec<Option<Roi>> = vec![None; jobs.len()];
         let (mut to_hw, mut to_cuda) = (Vec::new(), Vec::new());
         for (k, j) in jobs.iter().enumerate() {
-            let support = route.hw.as_mut().filter(|_| j.engine_ok).and_then(|hw| {
+            // The draw first: an image bound for CUDA skips the engine's
+            // header parse and support query.
+            let drawn = j.engine_ok && j.route_draw < f64::from(route.share);
+            let support = route.hw.as_mut().filter(|_| drawn).and_then(|hw| {
                 let size = (j.width, j.height);
                 let roi = j
                     .roi
                     .filter(|r| crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu));
                 hw.hardware_support(&j.bytes, roi)
             });
-            let hw = support.is_some() && j.route_draw < f64::from(route.share);
-            if hw {
+            if support.is_some() {
                 windows[k] = support.flatten();
                 to_hw.push(k);
             } else {
@@ -600,7 +602,7 @@ impl CudaEngine {
                     });
                     (hw_done, cuda_done)
                 });
-                self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+                ctx.bind_to_thread().map_err(drv("bind context"))?;
                 s.join(&hs).map_err(drv("hardware stream join"))?;
                 (Some(hw_done), cuda_done)
             }

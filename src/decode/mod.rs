@@ -30,4 +30,13 @@ impl Image {
         let i = (y as usize * self.width as usize + x as usize) * 3;
         [self.data[i], self.data[i + 1], self.data[i + 2]]
     }
+
+    /// The rows of window `r`, top to bottom.
+    pub(crate) fn window_rows(&self, r: nvjpeg::Roi) -> impl Iterator<Item = &[u8]> {
+        let (row, pitch) = (r.w as usize * 3, self.width as usize * 3);
+        (r.y as usize..(r.y + r.h) as usize).map(move |y| {
+            let at = y * pitch + r.x as usize * 3;
+            &self.data[at..at + row]
+        })
+    }
 }

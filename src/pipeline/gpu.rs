@@ -476,7 +476,7 @@ impl DeviceStage {
                             None => arena[..img.data.len()].copy_from_slice(&img.data),
                             Some(r) => {
                                 let row = r.w as usize * 3;
-                                for (y, src) in super::handoff::window_rows(&img, r).enumerate() {
+                                for (y, src) in img.window_rows(r).enumerate() {
                                     arena[y * row..][..row].copy_from_slice(src);
                                 }
                             }

@@ -39,15 +39,6 @@ fn bounds(params: &[SampleParams]) -> Roi {
     }
 }
 
-/// The rows of window `r` of an RGB8 image, top to bottom.
-pub(super) fn window_rows(img: &crate::decode::Image, r: Roi) -> impl Iterator<Item = &[u8]> {
-    let (row, pitch) = (r.w as usize * 3, img.width as usize * 3);
-    (r.y as usize..(r.y + r.h) as usize).map(move |y| {
-        let at = y * pitch + r.x as usize * 3;
-        &img.data[at..at + row]
-    })
-}
-
 /// Shift the draws so that `(x0, y0)` becomes the origin. The kernel adds
 /// the integer start after computing taps relative to it, so the shift
 /// changes no arithmetic.
@@ -64,7 +55,8 @@ impl Region {
     pub(crate) fn cut(img: &crate::decode::Image, mut params: Vec<SampleParams>) -> Region {
         let r = bounds(&params);
         let mut pixels = Vec::with_capacity(r.w as usize * r.h as usize * 3);
-        window_rows(img, r).for_each(|row| pixels.extend_from_slice(row));
+        img.window_rows(r)
+            .for_each(|row| pixels.extend_from_slice(row));
         shift(&mut params, r.x, r.y);
         Region {
             pixels,

@@ -170,15 +170,14 @@ impl HostDecoder {
 
 /// Window `want` (image coordinates) of `img`, which holds window `at`.
 fn crop(img: &crate::decode::Image, want: Roi, at: Roi) -> crate::decode::Image {
-    let (row, pitch) = (want.w as usize * 3, img.width as usize * 3);
-    let mut data = Vec::with_capacity(row * want.h as usize);
-    for y in want.y - at.y..want.y - at.y + want.h {
-        let start = y as usize * pitch + (want.x - at.x) as usize * 3;
-        data.extend_from_slice(&img.data[start..start + row]);
-    }
+    let inside = Roi {
+        x: want.x - at.x,
+        y: want.y - at.y,
+        ..want
+    };
     crate::decode::Image {
         width: want.w,
         height: want.h,
-        data,
+        data: img.window_rows(inside).flatten().copied().collect(),
     }
 }
