@@ -2,21 +2,29 @@
 # Build everything a CUDA machine without a Rust toolchain needs to run the
 # GPU checks: the release test binaries, the CLI, and a runner script.
 #
-#   scripts/gpu-bundle.sh [OUT] [--corpus DIR]   (default OUT: dist/gpu, git-ignored)
+#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz]] [--pack]
+#   (default OUT: dist/gpu, git-ignored)
 #   # copy OUT to the CUDA box (x86-64 Linux), then there, from a checkout:
 #   OUT/run-gpu-tests.sh [tests|sanitize|bench|peers|all] [-- DATA]
 #
 # --corpus copies a trimmed shared corpus (DIR: ../shared/testdata) into
-# OUT/corpus, which the runner then uses. The runner (scripts/
+# OUT/corpus, which the runner then uses; --fuzz adds its fuzz/ folder.
+# --pack leaves the binaries as OUT/bin.tar.xz (a third of their size), to
+# unpack there with `tar xJf OUT/bin.tar.xz -C OUT`: the corpus with fuzz/
+# fits a 64 MiB transfer only so. The runner (scripts/
 # run-gpu-tests.sh) sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails)
 # and gives every step a time limit; see its header.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=dist/gpu
 corpus=
+fuzz=
+pack=
 while [ $# -gt 0 ]; do
   case $1 in
     --corpus) corpus=$(cd "$2" && pwd); shift ;;
+    --fuzz) fuzz=1 ;;
+    --pack) pack=1 ;;
     *) out=$1 ;;
   esac
   shift
@@ -60,5 +68,10 @@ if [ -n "$corpus" ]; then
   find "$out/corpus/tricky" -name '*.png' -delete
   rm -f "$out/corpus/tricky/pillow/fujifilm.mpo" "$out/corpus/tricky/gdk-pixbuf/large.jpg"
   cp -r "$corpus/photos/imagenet-size" "$out/corpus/photos/"
+  [ -n "$fuzz" ] && cp -r "$corpus/fuzz/." "$out/corpus/fuzz/"
+fi
+if [ -n "$pack" ]; then
+  tar cJf "$out/bin.tar.xz" -C "$out" bin
+  rm -r "$out/bin"
 fi
 du -sh "$out"

@@ -100,6 +100,8 @@ for phase in "${phases[@]}"; do
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
       step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
+      # Again with every nvJPEG image on CUDA: the workers' host phases.
+      GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
       step memory 120 "$bin/test-memory" --nocapture
       step shutdown 240 "$bin/test-shutdown" --nocapture
       ;;
@@ -121,7 +123,10 @@ for phase in "${phases[@]}"; do
       # nvJPEG alone over a range of hardware shares (the default among
       # them), with the CPU time per image (issue 5).
       step decode-bench 120 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
-        --hardware-share 0,0.25,0.4,0.5,0.65,0.8,1
+        --hardware-share 0,0.5,1
+      # The CUDA route with its host phases on the decoding thread alone.
+      step decode-bench-1thread 60 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 5 \
+        --hardware-share 0 --threads 0
       # End-to-end epochs over at least BENCH_IMAGES files.
       n=$(find -L "$data" -type f | wc -l)
       want=${BENCH_IMAGES:-5000}

@@ -90,9 +90,12 @@ fn same_as_cpu(
     f: impl Fn(PipelineBuilder) -> PipelineBuilder,
 ) -> gpufeed::pipeline::Stats {
     let mut cpu = f(base(source.clone(), Device::Cpu)).build().unwrap();
-    let mut dev = f(base(source, target.device).gpu_decode(target.gpu_decode))
-        .build()
-        .unwrap();
+    // Half the nvJPEG route to the (emulated) engine's batches on the
+    // batch thread, half begun on the workers: both halves run.
+    let dev = base(source, target.device)
+        .gpu_decode(target.gpu_decode)
+        .hardware_decode_share(0.5);
+    let mut dev = f(dev).build().unwrap();
     assert_ne!(dev.backend(), "cpu");
     let stream = dev.cuda_context().map(|c| c.default_stream());
     for epoch in 0..2 {
@@ -138,6 +141,11 @@ fn rrc_f32(t: Target) {
         if t.gpu_decode { s.samples } else { 0 },
         "{s:?}"
     );
+    if t.gpu_decode && t.device != Device::Cuda(0) {
+        // The emulated device counts what the workers began as CUDA and
+        // what its batch thread decoded as CPU: both halves ran.
+        assert!(s.decoded_cuda > 0 && s.decoded_cpu_fallback > 0, "{s:?}");
+    }
 }
 
 fn dtypes_layouts_antialias(t: Target) {

@@ -343,38 +343,109 @@ fn mixed_dataset_epoch_completes_on_the_gpu() {
     };
     let mut all = files(&corpus, "tricky");
     all.extend(files(&corpus, "photos"));
-    let mut p = Pipeline::builder()
-        .source(common::unlabelled(&corpus, &all))
-        .device(Device::Cuda(0))
-        .gpu_decode(true)
-        .batch_size(64)
-        .output_size(64, 64)
-        .on_error(OnError::Skip)
-        .build()
-        .unwrap();
-    let (mut delivered, mut skipped) = (0, 0);
-    for b in p.epoch(0) {
-        let b = b.unwrap();
-        b.event().unwrap().synchronize().unwrap();
-        delivered += b.len();
-        skipped += b.skipped().len();
+    // Share 1: the engine's batches (the default); share 0: CUDA, begun
+    // on the workers (host phase) and finished on the batch thread.
+    let mut delivered_per_share = Vec::new();
+    for share in [1.0, 0.0] {
+        let mut p = Pipeline::builder()
+            .source(common::unlabelled(&corpus, &all))
+            .device(Device::Cuda(0))
+            .gpu_decode(true)
+            .hardware_decode_share(share)
+            .batch_size(64)
+            .output_size(64, 64)
+            .on_error(OnError::Skip)
+            .build()
+            .unwrap();
+        let (mut delivered, mut skipped) = (0, 0);
+        for b in p.epoch(0) {
+            let b = b.unwrap();
+            b.event().unwrap().synchronize().unwrap();
+            delivered += b.len();
+            skipped += b.skipped().len();
+        }
+        let s = p.stats();
+        println!(
+            "{} (share {share}): {} files: {delivered} delivered, {skipped} typed errors; \
+             decoded by hardware {}, CUDA {}, CPU fallback {}; CPU route {}",
+            p.backend(),
+            all.len(),
+            s.decoded_hardware,
+            s.decoded_cuda,
+            s.decoded_cpu_fallback,
+            s.samples - s.decoded_hardware - s.decoded_cuda - s.decoded_cpu_fallback
+        );
+        assert_eq!(delivered + skipped, all.len());
+        assert!(
+            s.decoded_hardware + s.decoded_cuda > 0,
+            "nvJPEG decoded nothing"
+        );
+        delivered_per_share.push(delivered);
     }
-    let s = p.stats();
-    println!(
-        "{}: {} files: {delivered} delivered, {skipped} typed errors; decoded by hardware {}, \
-         CUDA {}, CPU fallback {}; CPU route {}",
-        p.backend(),
-        all.len(),
-        s.decoded_hardware,
-        s.decoded_cuda,
-        s.decoded_cpu_fallback,
-        s.samples - s.decoded_hardware - s.decoded_cuda - s.decoded_cpu_fallback
-    );
-    assert_eq!(delivered + skipped, all.len());
-    assert!(
-        s.decoded_hardware + s.decoded_cuda > 0,
-        "nvJPEG decoded nothing"
-    );
+    // Which route decodes a file must not decide whether it is delivered.
+    assert_eq!(delivered_per_share[0], delivered_per_share[1]);
+}
+
+/// Every fuzzed file of the corpus that the pipeline would send to nvJPEG,
+/// through each route one image at a time: each decodes or fails with a
+/// typed error, and the device still decodes a photo correctly after them
+/// (a fault in nvJPEG's kernels would have killed the context). The
+/// decoupled route Huffman-decodes the large ones on the GPU.
+#[test]
+fn nvjpeg_routes_survive_the_fuzz_corpus() {
+    let test = "nvjpeg_routes_survive_the_fuzz_corpus";
+    if !gpu_or_skip(test) {
+        return;
+    }
+    let Some(corpus) = common::corpus(test) else {
+        return;
+    };
+    let fuzz = files(&corpus, "fuzz");
+    if fuzz.is_empty() {
+        common::skip(test, "GPUFEED_REQUIRE_CORPUS", "the corpus has no fuzz/");
+        return;
+    }
+    let photo = std::fs::read(&files(&common::sample_dir(), "cat")[0]).unwrap();
+    let mut want = Image::default();
+    let h = parse_header(&photo, DEFAULT_MAX_PIXELS).unwrap();
+    CpuDecoder::new(false)
+        .decode(&photo, &h, &mut want)
+        .unwrap();
+    for route in [Route::CudaDecoupled, Route::Hardware] {
+        let mut dec = match nvjpeg::HostDecoder::new(route) {
+            Ok(d) => d,
+            Err(e) if route == Route::Hardware => {
+                println!("no hardware decoder: {e}");
+                continue;
+            }
+            Err(e) => panic!("{route:?} nvJPEG decoder: {e}"),
+        };
+        let (mut tried, mut decoded, mut large) = (0, 0, 0);
+        for f in &fuzz {
+            let bytes = std::fs::read(f).unwrap();
+            let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
+                continue;
+            };
+            if !nvjpeg::takes(&h) || (route == Route::Hardware && !nvjpeg::hardware_takes(&h)) {
+                continue;
+            }
+            tried += 1;
+            large += usize::from(h.pixels() >= 1_000_000);
+            decoded += usize::from(dec.decode(&bytes).is_ok());
+        }
+        let got = dec.decode(&photo).unwrap_or_else(|e| {
+            panic!("{route:?}: a photo no longer decodes after the fuzz corpus: {e}")
+        });
+        let p = psnr(&got, &want);
+        println!(
+            "{route:?}: {tried} fuzzed files tried ({large} of >= 1 MP), {decoded} decoded; \
+             photo afterwards {p:.1} dB"
+        );
+        assert!(
+            p >= 35.0,
+            "{route:?}: photo after the fuzz corpus at {p:.1} dB"
+        );
+    }
 }
 
 /// The damage test above, on the CPU: the corpus's truncated and corrupt

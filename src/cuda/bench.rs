@@ -151,7 +151,9 @@ pub fn kernel_bandwidth(
 /// memory decoded by the pipeline's routes (hardware engine for its share,
 /// CUDA for the rest, the CPU for what both refuse) into a device arena and
 /// waited for; the caller times [`DecodeBench::run_batch`] and reads the
-/// process's CPU time around it.
+/// process's CPU time around it. As in the pipeline, the CUDA route's host
+/// phases run on `threads` threads (the pipeline's workers) and its device
+/// phases on the calling thread (the batch thread).
 pub struct DecodeBench {
     engine: super::stage::CudaEngine,
     slot: super::stage::CudaSlot,
@@ -161,6 +163,8 @@ pub struct DecodeBench {
     batch: usize,
     next: usize,
     counts: super::stage::RouteCounts,
+    threads: usize,
+    pool: std::sync::Arc<crate::decode::nvjpeg::DecoderPool>,
 }
 
 impl std::fmt::Debug for DecodeBench {
@@ -175,12 +179,15 @@ impl std::fmt::Debug for DecodeBench {
 impl DecodeBench {
     /// Keep the nvJPEG-routable files of `files` (the pipeline's rule) in
     /// host memory and set up device `index` to decode `batch` of them at a
-    /// time, `hardware_share` of the engine-supported ones on the engine.
+    /// time, `hardware_share` of the engine-supported ones on the engine,
+    /// the CUDA route's host phases on `threads` threads (0: all on the
+    /// calling thread).
     pub fn new(
         index: usize,
         files: &[Vec<u8>],
         batch: usize,
         hardware_share: f32,
+        threads: usize,
     ) -> Result<DecodeBench> {
         let mut jpegs = Vec::new();
         for bytes in files {
@@ -213,8 +220,11 @@ impl DecodeBench {
         let engine = super::stage::CudaEngine::new(index)?;
         let (slot, _) = engine.alloc_slot(1, arena, batch, &[])?;
         let cpu = crate::decode::CpuDecoder::new(false);
-        let route = super::stage::NvRoute::new(hardware_share, batch, cpu)?;
+        let route = super::stage::NvRoute::new(&engine, hardware_share, batch, cpu)?;
+        let pool = crate::decode::nvjpeg::DecoderPool::new(engine.context(), batch + 1)?;
         Ok(DecodeBench {
+            threads,
+            pool,
             engine,
             slot,
             route,
@@ -264,21 +274,88 @@ impl DecodeBench {
         }
         let first = self.next;
         self.next = (self.next + self.batch) % n;
+        // The CUDA route's host phases on the threads (the pipeline's
+        // workers), their device phases here; what fails, and the engine's
+        // share, through `decode_jpegs` as on the batch thread.
+        let share = f64::from(self.route.share());
+        let engine = self.route.has_hardware();
+        let for_workers: Vec<usize> = (0..jobs.len())
+            .filter(|&k| !(engine && jobs[k].engine_ok && jobs[k].route_draw < share))
+            .filter(|_| self.threads > 0)
+            .collect();
+        let staged = self.host_phases(&jobs, &for_workers);
+        let mut rest = Vec::with_capacity(jobs.len());
+        let mut rest_at = Vec::with_capacity(jobs.len());
+        let mut staged = staged.into_iter().peekable();
+        for (k, mut j) in jobs.into_iter().enumerate() {
+            if staged.peek().is_some_and(|(sk, _)| *sk == k) {
+                let (_, lease) = staged.next().expect("peeked");
+                if let Some(lease) = lease {
+                    let size = (j.width, j.height);
+                    self.engine
+                        .decode_staged(&mut self.slot, j.at, size, None, lease)?;
+                    self.counts.cuda += 1;
+                    // nvJPEG copied what it needs in the host phase.
+                    self.jpegs[(first + k) % n].0 = std::mem::take(&mut j.bytes);
+                    continue;
+                }
+            }
+            rest.push(j);
+            rest_at.push(k);
+        }
         let out =
             self.engine
-                .decode_jpegs(&mut self.slot, jobs, &mut self.route, &mut self.counts)?;
+                .decode_jpegs(&mut self.slot, rest, &mut self.route, &mut self.counts)?;
         // Give the bytes back to their images for the next round.
         let back = self.slot.take_jpegs(&self.engine)?;
-        for (k, bytes) in back.into_iter().enumerate() {
+        for (&k, bytes) in rest_at.iter().zip(back) {
             self.jpegs[(first + k) % n].0 = bytes;
         }
         if let Some(k) = out.iter().position(Result::is_err) {
             return Err(Error::Device(format!(
                 "image {} of the benchmark set failed on every route",
-                (first + k) % n
+                (first + rest_at[k]) % n
             )));
         }
         Ok(pixels)
+    }
+
+    /// Host phases of `jobs[ks]` on `self.threads` threads, each with a
+    /// decoder of the pool: per job, in order, its leased decoder when the
+    /// phase succeeded.
+    fn host_phases(
+        &self,
+        jobs: &[super::stage::JpegJob],
+        ks: &[usize],
+    ) -> Vec<(usize, Option<crate::decode::nvjpeg::Lease>)> {
+        if ks.is_empty() {
+            return Vec::new();
+        }
+        let chunk = ks.len().div_ceil(self.threads.max(1));
+        let pool = &self.pool;
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = ks
+                .chunks(chunk)
+                .map(|part| {
+                    sc.spawn(move || {
+                        part.iter()
+                            .map(|&k| {
+                                let j = &jobs[k];
+                                let pixels = u64::from(j.width) * u64::from(j.height);
+                                let lease = pool.take().and_then(|mut l| {
+                                    l.host(&j.bytes, pixels, None).ok().map(|()| l)
+                                });
+                                (k, lease)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
     }
 
     /// Images decoded per route so far: hardware engine, CUDA, CPU.

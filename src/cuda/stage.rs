@@ -446,17 +446,19 @@ impl JpegJob {
     }
 }
 
-/// nvJPEG decoders of a pipeline: the hardware engine when the GPU has one,
-/// CUDA always, and the CPU decoder for what both refuse.
+/// nvJPEG decoders of a pipeline's batch thread: the hardware engine when
+/// the GPU has one, CUDA (decoupled API) for what the workers did not
+/// start, and the CPU decoder for what both refuse.
 pub(crate) struct NvRoute {
     hw: Option<crate::decode::nvjpeg::BatchedDecoder>,
-    cuda: crate::decode::nvjpeg::BatchedDecoder,
-    /// Single-image retries after a failed batch.
-    single: crate::decode::nvjpeg::BatchedDecoder,
+    /// The batch thread's own decoupled decoder: images drawn for the
+    /// engine that it refused, or whose engine batch failed, and images
+    /// the workers could not start (no decoder free in time).
+    cuda: crate::decode::nvjpeg::DecoupledDecoder,
     cpu: crate::decode::CpuDecoder,
     share: f32,
     /// The hardware engine's stream (made on first use), so that its batch
-    /// and the CUDA batch overlap.
+    /// and the CUDA decodes overlap.
     hw_stream: Option<Arc<CudaStream>>,
 }
 
@@ -478,15 +480,20 @@ pub(crate) struct RouteCounts {
 }
 
 impl NvRoute {
-    /// nvJPEG's decoders; `share` of the images the hardware engine
-    /// supports go to it. An error when nvJPEG cannot be used at all.
-    pub(crate) fn new(share: f32, batch: usize, cpu: crate::decode::CpuDecoder) -> Result<NvRoute> {
-        use crate::decode::nvjpeg::BatchedDecoder;
+    /// nvJPEG's decoders on `engine`'s device; `share` of the images the
+    /// hardware engine supports go to it. An error when nvJPEG cannot be
+    /// used at all.
+    pub(crate) fn new(
+        engine: &CudaEngine,
+        share: f32,
+        batch: usize,
+        cpu: crate::decode::CpuDecoder,
+    ) -> Result<NvRoute> {
+        use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder};
         Ok(NvRoute {
             // No engine (or no nvJPEG support for it) is not an error.
             hw: BatchedDecoder::new(true, batch).ok(),
-            cuda: BatchedDecoder::new(false, batch)?,
-            single: BatchedDecoder::new(false, 1)?,
+            cuda: DecoupledDecoder::new(&engine.k.ctx)?,
             cpu,
             share,
             hw_stream: None,
@@ -496,20 +503,22 @@ impl NvRoute {
     pub(crate) fn has_hardware(&self) -> bool {
         self.hw.is_some()
     }
+
+    pub(crate) fn share(&self) -> f32 {
+        self.share
+    }
 }
 
 impl CudaEngine {
     /// Decode `jobs` into the slot's arena: the hardware engine (its share
-    /// of what it supports, only the job's window where it can) and CUDA
-    /// (whole images) at the same time, on their own threads and streams;
-    /// then CUDA for a hardware batch that failed, then one image at a time
-    /// on CUDA for a batch that failed, then the CPU decoder (uploaded).
-    /// One outcome per job.
+    /// of what it supports, only the job's window where it can) on its own
+    /// thread and stream, the rest one by one with the decoupled CUDA
+    /// decoder (the job's window) beside it; then CUDA for a hardware batch
+    /// that failed, then the CPU decoder (uploaded). One outcome per job.
     ///
-    /// The engine and the CUDA decoder (Huffman on the calling thread) work
-    /// on separate hardware. On an H100 (2026-11-22, share 1) the few images
-    /// the engine refuses cost a whole CUDA batch call each batch: one after
-    /// the other 4299 img/s, side by side ~6000-7000 (docs/BENCHMARKS.md).
+    /// In a pipeline the workers have begun most CUDA-route images already
+    /// ([`decode_staged`](Self::decode_staged)); what reaches CUDA here is
+    /// what the engine refused and what no worker decoder was free for.
     pub(crate) fn decode_jpegs(
         &self,
         slot: &mut CudaSlot,
@@ -553,7 +562,7 @@ impl CudaEngine {
             }
         }
         let ctx = &self.k.ctx;
-        let run =
+        let run_hw =
             |dec: &mut BatchedDecoder, ks: &[usize], rois: &[Option<Roi>], on: &CudaStream| {
                 let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
                 let dst: Vec<Dest> = ks
@@ -570,18 +579,36 @@ impl CudaEngine {
                 // thread just above.
                 unsafe { dec.decode(&data, &dst, rois, on.cu_stream().cast()) }
             };
-        let mut result: Vec<JpegOutcome> = jobs.iter().map(|_| Ok(None)).collect();
+        // One at a time: the jobs that failed go on to the CPU.
+        let run_cuda = |dec: &mut crate::decode::nvjpeg::DecoupledDecoder, ks: &[usize]| {
+            let mut failed = Vec::new();
+            for &k in ks {
+                let j = &jobs[k];
+                let pixels = u64::from(j.width) * u64::from(j.height);
+                dec.host(&j.bytes, pixels, j.roi)
+                    .and_then(|()| {
+                        ctx.bind_to_thread().map_err(drv("bind context"))?;
+                        // SAFETY: the destination (the job's window, or the
+                        // whole image) is inside the arena (asserted above),
+                        // which lives until `ready` completes; the context is
+                        // `s`'s, bound just above; every device phase of this
+                        // decoder is on `s`.
+                        unsafe { dec.device(dest(j, j.roi), s) }
+                    })
+                    .unwrap_or_else(|_| failed.push(k));
+            }
+            failed
+        };
+        let mut result: Vec<JpegOutcome> = jobs.iter().map(|j| Ok(j.roi)).collect();
         let NvRoute {
             hw,
             cuda,
-            single,
             cpu,
             hw_stream,
             ..
         } = route;
-        let whole = vec![None; to_cuda.len()];
-        let (hw_done, cuda_done) = match hw.as_mut().filter(|_| !to_hw.is_empty()) {
-            None => (None, run(cuda, &to_cuda, &whole, s)),
+        let (hw_done, cuda_failed) = match hw.as_mut().filter(|_| !to_hw.is_empty()) {
+            None => (None, run_cuda(cuda, &to_cuda)),
             Some(hw) => {
                 let hs = match hw_stream {
                     Some(h) => h.clone(),
@@ -594,24 +621,21 @@ impl CudaEngine {
                 // only once they are done.
                 hs.join(s).map_err(drv("hardware stream wait"))?;
                 let rois: Vec<Option<Roi>> = to_hw.iter().map(|&k| windows[k]).collect();
-                let (hw_done, cuda_done) = std::thread::scope(|sc| {
-                    let engine = sc.spawn(|| run(hw, &to_hw, &rois, &hs));
-                    let cuda_done = run(cuda, &to_cuda, &whole, s);
+                let (hw_done, cuda_failed) = std::thread::scope(|sc| {
+                    let engine = sc.spawn(|| run_hw(hw, &to_hw, &rois, &hs));
+                    let cuda_failed = run_cuda(cuda, &to_cuda);
                     let hw_done = engine.join().unwrap_or_else(|_| {
                         Err(Error::Device("hardware decode thread panicked".into()))
                     });
-                    (hw_done, cuda_done)
+                    (hw_done, cuda_failed)
                 });
                 ctx.bind_to_thread().map_err(drv("bind context"))?;
                 s.join(&hs).map_err(drv("hardware stream join"))?;
-                (Some(hw_done), cuda_done)
+                (Some(hw_done), cuda_failed)
             }
         };
-        let mut retry = Vec::new();
-        match cuda_done {
-            Ok(()) => counts.cuda += to_cuda.len() as u64,
-            Err(_) => retry.append(&mut to_cuda),
-        }
+        counts.cuda += (to_cuda.len() - cuda_failed.len()) as u64;
+        let mut retry = cuda_failed;
         match hw_done {
             Some(Ok(())) => {
                 counts.hardware += to_hw.len() as u64;
@@ -619,23 +643,17 @@ impl CudaEngine {
                     result[k] = Ok(windows[k]);
                 }
             }
-            // Whole images on CUDA instead: the arena has room.
+            // On CUDA instead (the job's window).
             Some(Err(_)) => {
-                let whole = vec![None; to_hw.len()];
-                match run(cuda, &to_hw, &whole, s) {
-                    Ok(()) => counts.cuda += to_hw.len() as u64,
-                    Err(_) => retry.append(&mut to_hw),
-                }
+                let failed = run_cuda(cuda, &to_hw);
+                counts.cuda += (to_hw.len() - failed.len()) as u64;
+                retry.extend(failed);
             }
             None => {}
         }
         for k in retry {
-            if run(single, &[k], &[None], s).is_ok() {
-                counts.cuda += 1;
-                continue;
-            }
-            // The CPU decoder, uploaded into the same place: the kernel
-            // cannot tell the routes apart.
+            // The CPU decoder, uploaded into the same place as a whole
+            // image: the kernel cannot tell the routes apart.
             let j = &jobs[k];
             let mut img = crate::decode::Image::default();
             match j.decode_on_cpu(cpu, &mut img) {
@@ -646,12 +664,48 @@ impl CudaEngine {
                     )
                     .map_err(drv("upload CPU-decoded image"))?;
                     counts.cpu += 1;
+                    result[k] = Ok(None);
                 }
                 Err(e) => result[k] = Err(e),
             }
         }
         slot.jpegs.extend(jobs.into_iter().map(|j| j.bytes));
         Ok(result)
+    }
+
+    /// Finish an image whose host phase a worker ran: queue its copy and
+    /// device phase on the stage's stream, into the arena at `at` (the
+    /// window `roi` packed at its own width, or the whole `width` ×
+    /// `height` image). The lease goes back to its pool when dropped, after
+    /// this returns.
+    pub(crate) fn decode_staged(
+        &self,
+        slot: &mut CudaSlot,
+        at: usize,
+        (width, height): (u32, u32),
+        roi: Option<crate::decode::nvjpeg::Roi>,
+        mut lease: crate::decode::nvjpeg::Lease,
+    ) -> Result<()> {
+        let s = &self.k.stream;
+        if at + width as usize * height as usize * 3 > slot.arena.len() {
+            return Err(Error::Device(
+                "staged image outside the arena (stage bug)".into(),
+            ));
+        }
+        let base = {
+            let (p, _record) = slot.arena.device_ptr_mut(s);
+            p
+        };
+        let dest = crate::decode::nvjpeg::Dest {
+            ptr: base + at as u64,
+            pitch: roi.map_or(width, |r| r.w) as usize * 3,
+        };
+        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        // SAFETY: the destination (the window, or the whole image) lies in
+        // the arena (checked above), which lives in the slot until `ready`
+        // completes; the context is `s`'s, bound just above; every device
+        // phase of a pooled decoder is queued on `s`, in order.
+        unsafe { lease.device(dest, s) }
     }
 
     /// Device address of arena byte 0.

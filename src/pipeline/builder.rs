@@ -79,6 +79,8 @@ pub(crate) struct Config {
     /// Set when the device stage decodes with nvJPEG: workers send images
     /// whose decoded size is at most this many bytes compressed.
     pub(crate) jpeg_limit: Option<usize>,
+    /// Set with `jpeg_limit` where workers begin the nvJPEG decoding.
+    pub(crate) worker_decode: Option<std::sync::Arc<super::handoff::WorkerDecode>>,
     pub(crate) gpu_decode: bool,
     pub(crate) hardware_share: f32,
     pub(crate) cpu_backend: CpuBackend,
@@ -488,6 +490,7 @@ impl PipelineBuilder {
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
             region_limit: None,
             jpeg_limit: None,
+            worker_decode: None,
             gpu_decode: self.gpu_decode,
             hardware_share: self.hardware_share,
             cpu_backend: self.cpu_backend,

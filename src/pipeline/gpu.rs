@@ -32,7 +32,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::batch::{Storage, Tensor, TensorData};
 use super::builder::Config;
-use super::handoff::{Jpeg, Placed, Region, shift};
+use super::handoff::{Jpeg, Placed, Region, Staged, WorkerDecode, WorkerDecodeKind, shift};
 use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::cuda::desc::{GfLaunch, GfTile};
@@ -84,9 +84,10 @@ pub(crate) struct Slot {
     tiles: Vec<Vec<GfTile>>,
     /// Arena bytes used by decoded images since the last flush.
     arena_used: usize,
-    /// nvJPEG-route samples of the batch not yet decoded, with their arena
-    /// offsets: not part of the batch until decoding succeeds.
-    tentative: Vec<(Jpeg, usize)>,
+    /// nvJPEG-route samples of the batch not yet known good, with their
+    /// arena offsets and, for those a worker began, the window decoded:
+    /// not part of the batch until decoding succeeds.
+    tentative: Vec<(Jpeg, usize, Option<Option<crate::decode::nvjpeg::Roi>>)>,
     #[cfg(feature = "kernel-emu")]
     emu_arena: Vec<u8>,
 }
@@ -168,6 +169,8 @@ pub(crate) struct DeviceStage {
     engine: Engine,
     /// The nvJPEG route, when decoding on the device.
     jpeg: Option<Mutex<JpegRoute>>,
+    /// The part of the nvJPEG route the workers run.
+    worker_decode: Option<Arc<WorkerDecode>>,
     /// Decode arena bytes per slot.
     arena: usize,
     pool: (Sender<Slot>, Receiver<Slot>),
@@ -213,22 +216,48 @@ impl DeviceStage {
     pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
-        let jpeg = if cfg.gpu_decode {
+        let (jpeg, worker_decode) = if cfg.gpu_decode {
             match &engine {
-                Engine::Cuda(_) => {
-                    match NvRoute::new(cfg.hardware_share, cfg.batch_size, fallback()?) {
-                        Ok(r) => Some(JpegRoute::Cuda(r)),
+                Engine::Cuda(e) => {
+                    match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, fallback()?) {
+                        Ok(r) => {
+                            // Above the samples in flight (each lease
+                            // belongs to one, or to the carried sample):
+                            // see `DecoderPool`.
+                            let pool = crate::decode::nvjpeg::DecoderPool::new(
+                                e.context(),
+                                cfg.window() + 2,
+                            );
+                            let workers = pool.ok().map(|p| {
+                                Arc::new(WorkerDecode {
+                                    engine: r.has_hardware(),
+                                    share: cfg.hardware_share,
+                                    kind: WorkerDecodeKind::Cuda(p),
+                                })
+                            });
+                            (Some(JpegRoute::Cuda(r)), workers)
+                        }
                         Err(e) => {
                             eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
-                            None
+                            (None, None)
                         }
                     }
                 }
                 #[cfg(feature = "kernel-emu")]
-                Engine::Emu => Some(JpegRoute::Emu(fallback()?)),
+                Engine::Emu => {
+                    // The emulated device plays a hardware engine, so that
+                    // CI runs both halves of the route: the share's draws
+                    // decode on the batch thread, the rest on the workers.
+                    let workers = WorkerDecode {
+                        engine: true,
+                        share: cfg.hardware_share,
+                        kind: WorkerDecodeKind::Emu,
+                    };
+                    (Some(JpegRoute::Emu(fallback()?)), Some(Arc::new(workers)))
+                }
             }
         } else {
-            None
+            (None, None)
         };
         let arena = if jpeg.is_some() {
             cfg.staging_bytes.saturating_mul(4)
@@ -286,6 +315,7 @@ impl DeviceStage {
         Ok(DeviceStage {
             engine,
             jpeg: jpeg.map(Mutex::new),
+            worker_decode,
             arena,
             pool,
             in_batches: Arc::new(AtomicUsize::new(0)),
@@ -389,6 +419,11 @@ impl DeviceStage {
         self.jpeg.as_ref().map(|_| self.arena)
     }
 
+    /// What the workers run of the nvJPEG route, when they run some.
+    pub(crate) fn worker_decode(&self) -> Option<Arc<WorkerDecode>> {
+        self.worker_decode.clone()
+    }
+
     /// Whether the hardware JPEG engine is in use.
     pub(crate) fn has_hardware_decoder(&self) -> bool {
         self.jpeg.as_ref().is_some_and(|j| {
@@ -401,11 +436,13 @@ impl DeviceStage {
         slot.arena_used + j.need() <= self.arena
     }
 
-    /// Add an nvJPEG-route sample as tentative. When the arena is full the
-    /// caller has resolved the tentative ones; what is staged is launched
-    /// and the arena reused (stream order keeps the kernel's reads before
-    /// the next decode's writes). Returns the launches made.
-    pub(crate) fn put_jpeg(&self, cfg: &Config, slot: &mut Slot, j: Jpeg) -> Result<usize> {
+    /// Add an nvJPEG-route sample as tentative; one a worker began is
+    /// finished now (its device phase queued into the arena, overlapping
+    /// the rest of the batch). When the arena is full the caller has
+    /// resolved the tentative ones; what is staged is launched and the
+    /// arena reused (stream order keeps the kernel's reads before the next
+    /// decode's writes). Returns the launches made.
+    pub(crate) fn put_jpeg(&self, cfg: &Config, slot: &mut Slot, mut j: Jpeg) -> Result<usize> {
         let mut launches = 0;
         if !self.jpeg_fits(slot, &j) {
             if !slot.tentative.is_empty() {
@@ -419,8 +456,44 @@ impl DeviceStage {
         }
         let at = slot.arena_used;
         slot.arena_used += j.need();
-        slot.tentative.push((j, at));
+        // A failed device phase leaves the sample to `resolve`'s routes.
+        let done = match j.staged.take() {
+            None => None,
+            Some(staged) => {
+                let roi = j.window();
+                self.finish_staged(slot, at, &j, roi, staged)
+                    .ok()
+                    .map(|()| roi)
+            }
+        };
+        slot.tentative.push((j, at, done));
         Ok(launches)
+    }
+
+    /// Queue the rest of a worker's decode of `j` into the arena at `at`.
+    fn finish_staged(
+        &self,
+        slot: &mut Slot,
+        at: usize,
+        j: &Jpeg,
+        roi: Option<crate::decode::nvjpeg::Roi>,
+        staged: Staged,
+    ) -> Result<()> {
+        match (&self.engine, &mut slot.mem, staged) {
+            (Engine::Cuda(e), SlotMem::Cuda(c), Staged::Cuda(lease)) => {
+                e.decode_staged(c, at, (j.width, j.height), roi, lease)
+            }
+            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu, SlotMem::Emu(_), Staged::Emu(px)) => {
+                slot.emu_arena
+                    .get_mut(at..at + px.len())
+                    .ok_or_else(|| Error::Device("staged image outside the arena".into()))?
+                    .copy_from_slice(&px);
+                Ok(())
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::Device("staged decode of another engine".into())),
+        }
     }
 
     /// Decode the tentative samples, in the order they were put; each
@@ -443,9 +516,17 @@ impl DeviceStage {
         let mut route = route.lock().unwrap_or_else(|p| p.into_inner());
         let mut geometry = Vec::with_capacity(pending.len());
         let mut jobs = Vec::with_capacity(pending.len());
-        for (j, at) in pending {
+        // Per sample: decoded by a worker and `put_jpeg` (its window), or
+        // the next of `jobs`.
+        let mut begun = Vec::with_capacity(pending.len());
+        for (j, at, done) in pending {
             let roi = j.window();
             geometry.push((j.width, j.height, at, j.params));
+            begun.push(done);
+            if done.is_some() {
+                counts.cuda += 1;
+                continue;
+            }
             jobs.push(JpegJob {
                 bytes: j.bytes,
                 width: j.width,
@@ -458,6 +539,7 @@ impl DeviceStage {
             });
         }
         let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {
+            _ if jobs.is_empty() => Vec::new(),
             (Engine::Cuda(e), SlotMem::Cuda(c), JpegRoute::Cuda(r)) => {
                 e.decode_jpegs(c, jobs, r, &mut counts)?
             }
@@ -491,10 +573,17 @@ impl DeviceStage {
             _ => return Err(Error::Device("JPEG route of another engine".into())),
         };
         let base = self.arena_base(slot);
+        let mut outcome = outcome.into_iter();
         let placed = geometry
             .into_iter()
-            .zip(outcome)
-            .map(|((w, h, at, mut params), decoded)| {
+            .zip(begun)
+            .map(|((w, h, at, mut params), begun)| {
+                let decoded = match begun {
+                    Some(roi) => Ok(roi),
+                    None => outcome.next().ok_or_else(|| {
+                        SampleError::Panic("fewer outcomes than jobs (stage bug)".into())
+                    })?,
+                };
                 let (width, height) = match decoded? {
                     None => (w, h),
                     Some(r) => {

@@ -1,6 +1,9 @@
 //! What workers hand the device stage for one sample (`gpu.rs`): the crop
 //! region of an image decoded on a CPU thread, or the compressed bytes of a
-//! JPEG for nvJPEG, each with its draws.
+//! JPEG for nvJPEG (with its decoding begun on the worker, on the CUDA
+//! route), each with its draws.
+
+use std::sync::Arc;
 
 use crate::augment::params::SampleParams;
 use crate::decode::nvjpeg::Roi;
@@ -86,6 +89,90 @@ pub(crate) struct Jpeg {
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,
+    /// Decoding the worker began ([`WorkerDecode::start`]); `None`: the
+    /// batch thread decodes the bytes.
+    pub(crate) staged: Option<Staged>,
+}
+
+/// An nvJPEG-route sample whose decoding a worker began.
+#[derive(Debug)]
+pub(crate) enum Staged {
+    /// The host phase ran on the worker; the batch thread queues the copy
+    /// and device phase into the arena, and the lease goes home.
+    Cuda(crate::decode::nvjpeg::Lease),
+    /// The emulated device's stand-in: the window ([`Jpeg::window`], or
+    /// the whole image) decoded on the CPU, packed at its own width.
+    #[cfg(feature = "kernel-emu")]
+    Emu(Vec<u8>),
+}
+
+/// What the workers need to begin the nvJPEG route's decoding themselves
+/// (issue 5, items 2 and 4): the CUDA route's host phase (Huffman decoding)
+/// runs on every worker thread instead of the batch thread alone, and its
+/// device phase is queued as the sample reaches its batch, overlapping the
+/// filling of the batch.
+#[derive(Debug)]
+pub(crate) struct WorkerDecode {
+    /// A hardware engine is in use (the emulated device plays one):
+    /// samples it takes, by their draw below `share`, go to the batch
+    /// thread compressed, to be decoded in one engine batch.
+    pub(crate) engine: bool,
+    pub(crate) share: f32,
+    pub(crate) kind: WorkerDecodeKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum WorkerDecodeKind {
+    Cuda(Arc<crate::decode::nvjpeg::DecoderPool>),
+    #[cfg(feature = "kernel-emu")]
+    Emu,
+}
+
+impl WorkerDecode {
+    /// Begin decoding `j` on this thread. `Ok(None)`: the batch thread
+    /// decodes it (the engine's sample, or no decoder free in time). An
+    /// error: nvJPEG refused it here, and the caller decodes it on the
+    /// CPU, as the batch thread would.
+    #[cfg_attr(not(feature = "kernel-emu"), allow(unused_variables))]
+    pub(crate) fn start(
+        &self,
+        j: &Jpeg,
+        cpu: &mut crate::decode::CpuDecoder,
+        img: &mut crate::decode::Image,
+    ) -> crate::error::Result<Option<Staged>> {
+        if self.engine && j.engine_ok && j.route_draw < f64::from(self.share) {
+            return Ok(None);
+        }
+        let roi = j.window();
+        match &self.kind {
+            WorkerDecodeKind::Cuda(pool) => {
+                let Some(mut lease) = pool.take() else {
+                    return Ok(None);
+                };
+                let pixels = u64::from(j.width) * u64::from(j.height);
+                lease.host(&j.bytes, pixels, roi)?;
+                Ok(Some(Staged::Cuda(lease)))
+            }
+            #[cfg(feature = "kernel-emu")]
+            WorkerDecodeKind::Emu => {
+                let h = crate::jpeg::parse_header(&j.bytes, u64::MAX)
+                    .map_err(|e| crate::error::Error::Device(e.to_string()))?;
+                cpu.decode(&j.bytes, &h, img)
+                    .map_err(|e| crate::error::Error::Device(e.to_string()))?;
+                if (img.width, img.height) != (j.width, j.height) {
+                    return Err(crate::error::Error::Device("size differs".into()));
+                }
+                let whole = Roi {
+                    x: 0,
+                    y: 0,
+                    w: j.width,
+                    h: j.height,
+                };
+                let px = img.window_rows(roi.unwrap_or(whole)).flatten().copied();
+                Ok(Some(Staged::Emu(px.collect())))
+            }
+        }
+    }
 }
 
 impl Jpeg {

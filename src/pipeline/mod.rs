@@ -83,6 +83,7 @@ impl Pipeline {
             .transpose()?;
         config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
         config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);
+        config.worker_decode = stage.as_deref().and_then(DeviceStage::worker_decode);
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),

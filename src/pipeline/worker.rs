@@ -208,9 +208,10 @@ fn process(
         && gpu_routable(&header, cfg.apply_orientation)
         && header.width as usize * header.height as usize * 3 <= limit
     {
-        // The CPU's part of this sample ends here: the bytes go to nvJPEG.
+        // The bytes go to nvJPEG; on the CUDA route this thread runs the
+        // host phase (Huffman decoding) first.
         let size = (header.width, header.height);
-        return Ok(Output::Jpeg(Jpeg {
+        let mut j = Jpeg {
             bytes: bytes.to_vec(),
             route_draw: super::handoff::hardware_draw(cfg.seed, task.epoch, task.index.into()),
             engine_ok: crate::decode::nvjpeg::hardware_takes(&header),
@@ -218,8 +219,24 @@ fn process(
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),
-        }));
+            staged: None,
+        };
+        let started = match &cfg.worker_decode {
+            Some(w) => w.start(&j, decoder, &mut s.image),
+            None => Ok(None),
+        };
+        Counters::add_time(&c.decode_ns, t1.elapsed());
+        match started {
+            Ok(staged) => {
+                j.staged = staged;
+                return Ok(Output::Jpeg(j));
+            }
+            // nvJPEG refused it: the CPU decoder's turn, here (what the
+            // batch thread would do, without its time).
+            Err(_) => Counters::add(&c.decoded_cpu_fallback, 1),
+        }
     }
+    let t1 = Instant::now();
     decoder.decode(bytes, &header, &mut s.image)?;
     let n = s.image.data.len();
     shared.size(PIXELS, &mut s.image.data, n);

@@ -17,6 +17,10 @@ pub(crate) struct Args {
     /// measurement each.
     #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.5, 1.0])]
     hardware_share: Vec<f32>,
+    /// Threads running the CUDA route's host phases, as the pipeline's
+    /// workers do (0: all on the decoding thread). Default: one per core.
+    #[arg(long)]
+    threads: Option<usize>,
     /// Print one JSON array.
     #[arg(long)]
     json: bool,
@@ -32,7 +36,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for &share in &args.hardware_share {
-        let mut b = DecodeBench::new(args.common.device, &files, args.common.batch, share)?;
+        let threads = args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let mut b = DecodeBench::new(
+            args.common.device,
+            &files,
+            args.common.batch,
+            share,
+            threads,
+        )?;
         for _ in 0..2 {
             b.run_batch()?;
         }
@@ -54,13 +67,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let (hw, cuda, cpu_fb) = (r.0 - warm.0, r.1 - warm.1, r.2 - warm.2);
         let row = serde_json::json!({
             "backend": b.describe(), "hardware_share": share, "batch": args.common.batch,
+            "threads": threads,
             "images": images, "seconds": secs, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
         });
         if !args.json {
             println!(
-                "{}: share {share}: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
+                "{}: share {share}, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
                  (hardware {hw}, CUDA {cuda}, CPU {cpu_fb})",
                 b.describe(),
             );

@@ -23,11 +23,15 @@
 //! the other; an event per buffer says when its copy has run. The device
 //! buffer needs no such care: every use is on the one stream, in order.
 //!
-//! Not yet wired into the pipeline's CUDA route (which uses the batched
-//! API): `HostDecoder` exposes it to the GPU tests first.
+//! The pipeline's CUDA route: workers run the host phase, the batch
+//! thread the transfer and device phase ([`DecoderPool`]); `HostDecoder`
+//! exposes it to the GPU tests.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use crossbeam_channel::{Receiver, Sender, bounded};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::batched::{DecodeParams, Dest, JpegState, JpegStream, Roi};
@@ -144,10 +148,13 @@ impl Backend {
     }
 }
 
-/// A decoupled decoder for one thread: CPU Huffman (`HYBRID`) with GPU
-/// Huffman (`GPU_HYBRID`) for large images. Field order is drop order:
-/// states and decoders before the buffers they were attached to, all
-/// before the handle.
+/// A decoupled decoder: CPU Huffman (`HYBRID`) with GPU Huffman
+/// (`GPU_HYBRID`) for large images. Its two halves may run on different
+/// threads, one after the other: [`host`](Self::host) on a pipeline
+/// worker, [`device`](Self::device) on the batch thread (the decoder moves
+/// between them in the sample's hand-off, see [`DecoderPool`]). Field
+/// order is drop order: states and decoders before the buffers they were
+/// attached to, all before the handle.
 pub(crate) struct DecoupledDecoder {
     cpu_huffman: Backend,
     gpu_huffman: Option<Backend>,
@@ -156,10 +163,14 @@ pub(crate) struct DecoupledDecoder {
     pinned_free: [CudaEvent; 2],
     pinned_used: [bool; 2],
     next: usize,
+    /// The image whose host phase ran and whose device phase has not:
+    /// which backend took it.
+    staged: Option<bool>,
     device: DeviceBuffer,
     stream: JpegStream,
     params: DecodeParams,
     handle: Arc<Handle>,
+    ctx: Arc<CudaContext>,
 }
 
 // SAFETY: every nvJPEG object here is used by one thread at a time (the
@@ -172,18 +183,24 @@ impl std::fmt::Debug for DecoupledDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DecoupledDecoder")
             .field("gpu_huffman", &self.gpu_huffman.is_some())
+            .field("staged", &self.staged)
             .finish_non_exhaustive()
     }
 }
 
 impl DecoupledDecoder {
     /// A decoder on `ctx`'s device. Without the GPU Huffman backend (older
-    /// nvJPEG), every image takes the CPU Huffman path.
+    /// nvJPEG, or `GPUFEED_NVJPEG_GPU_HUFFMAN=0`), every image takes the
+    /// CPU Huffman path.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<DecoupledDecoder> {
         use sys::nvjpegBackend_t as B;
         let handle = Arc::new(Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?);
         let cpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_HYBRID)?;
-        let gpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok();
+        let gpu_huffman = if std::env::var("GPUFEED_NVJPEG_GPU_HUFFMAN").as_deref() == Ok("0") {
+            None
+        } else {
+            Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok()
+        };
         let drv = |e: cudarc::driver::DriverError| Error::Device(format!("event: {e:?}"));
         let event = || ctx.new_event(None).map_err(drv);
         let mut params = DecodeParams::new(&handle)?;
@@ -195,24 +212,21 @@ impl DecoupledDecoder {
             pinned_free: [event()?, event()?],
             pinned_used: [false; 2],
             next: 0,
+            staged: None,
             device: DeviceBuffer::new(&handle)?,
             stream: JpegStream::new(&handle)?,
             params,
             handle,
+            ctx: ctx.clone(),
         })
     }
 
-    /// Decode `data` (its window `roi`, or all of it) into `dest` as
-    /// interleaved RGB. The host phase runs now, on this thread; the copy
-    /// and the device phase are queued on `stream`. `pixels` (width ×
-    /// height of the stored image) picks the Huffman decoder.
+    /// Decode `data` (its window `roi`, or all of it) into `dest`:
+    /// [`host`](Self::host) then [`device`](Self::device).
     ///
     /// # Safety
     ///
-    /// `dest` must be device memory of at least `pitch * height` bytes of
-    /// the image (of the window, with a ROI) that stays valid until
-    /// `stream` reaches this work; `stream`'s context must be current on
-    /// this thread.
+    /// As for [`device`](Self::device).
     pub(crate) unsafe fn decode(
         &mut self,
         data: &[u8],
@@ -221,6 +235,24 @@ impl DecoupledDecoder {
         roi: Option<Roi>,
         stream: &CudaStream,
     ) -> Result<()> {
+        self.host(data, pixels, roi)?;
+        // SAFETY: the caller's guarantees (# Safety) are device's.
+        unsafe { self.device(dest, stream) }
+    }
+
+    /// The host phase of `data` (its window `roi`, or all of it), on this
+    /// thread: parse, and Huffman decoding into a pinned buffer unless the
+    /// image is Huffman-decoded on the GPU. `pixels` (width × height of the
+    /// stored image) picks the Huffman decoder. A host phase that has no
+    /// device phase yet is dropped.
+    pub(crate) fn host(&mut self, data: &[u8], pixels: u64, roi: Option<Roi>) -> Result<()> {
+        self.staged = None;
+        // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
+        // allocation must land in this decoder's context, whatever thread
+        // this is.
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::Device(format!("bind context: {e:?}")))?;
         let h = &self.handle;
         let js = self.stream.raw;
         // `data` is live for the call; the stream object belongs to this
@@ -273,6 +305,35 @@ impl DecoupledDecoder {
         // All objects are live and belong together; the host phase works
         // on this thread only.
         call!(&h.lib, nvjpegDecodeJpegHost(h.raw, dec, state, params, js))?;
+        self.staged = Some(gpu);
+        Ok(())
+    }
+
+    /// The rest of the image whose [`host`](Self::host) phase ran: copy to
+    /// the device and decode there, both queued on `stream`, into `dest`
+    /// as interleaved RGB (the window's size with a ROI).
+    ///
+    /// # Safety
+    ///
+    /// `dest` must be device memory of at least `pitch * height` bytes of
+    /// the image (of the window, with a ROI) that stays valid until
+    /// `stream` reaches this work; `stream`'s context must be current on
+    /// this thread and be this decoder's. Device phases of one decoder
+    /// must be ordered on the device (one stream, or the caller's events):
+    /// each reuses the device buffer the previous one read.
+    pub(crate) unsafe fn device(&mut self, dest: Dest, stream: &CudaStream) -> Result<()> {
+        let gpu = self
+            .staged
+            .take()
+            .ok_or_else(|| Error::Device("device phase without a host phase".into()))?;
+        let backend = match (&self.gpu_huffman, gpu) {
+            (Some(g), true) => g,
+            _ => &self.cpu_huffman,
+        };
+        let (dec, state) = (backend.decoder.raw, backend.state.raw);
+        let h = &self.handle;
+        let js = self.stream.raw;
+        let k = self.next;
         let cu = stream.cu_stream().cast();
         // The caller made the stream's context current (# Safety); the
         // copy reads pinned buffer k, which is not written again before
@@ -312,6 +373,124 @@ impl Drop for DecoupledDecoder {
             if used {
                 let _ = ev.synchronize();
             }
+        }
+    }
+}
+
+/// Decoupled decoders shared by a pipeline's workers and its batch thread
+/// (issue 5, items 2 and 4): a worker takes one, runs the host phase of
+/// its sample (Huffman decoding, the CPU's share of the work, on as many
+/// threads as there are workers), and sends it along with the sample; the
+/// batch thread queues its device phase into the batch's arena and drops
+/// the [`Lease`], which brings the decoder back.
+///
+/// Decoders are made on demand, at most `cap`: a pipeline sizes it above
+/// the samples it lets be in flight, so that a worker's `take` always
+/// finds one eventually (each lease belongs to a sample between dispatch
+/// and assembly). Each decoder's buffers grow to the largest image it
+/// decoded; steady state needs about one per worker.
+pub(crate) struct DecoderPool {
+    ctx: Arc<CudaContext>,
+    free: (Sender<Box<DecoupledDecoder>>, Receiver<Box<DecoupledDecoder>>),
+    made: AtomicUsize,
+    cap: usize,
+}
+
+impl std::fmt::Debug for DecoderPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecoderPool")
+            .field("made", &self.made.load(Ordering::Relaxed))
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a worker waits for a decoder before handing its sample to the
+/// batch thread compressed (which decodes it with a decoder of its own:
+/// the same pixels, later). With `cap` above the samples in flight this
+/// does not happen; it bounds the wait should that reasoning ever fail.
+const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl DecoderPool {
+    /// A pool on `ctx`'s device; one decoder is made now, so that a
+    /// pipeline learns at build time whether nvJPEG's decoupled API works.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, cap: usize) -> Result<Arc<DecoderPool>> {
+        let cap = cap.max(1);
+        let free = bounded(cap);
+        let first = Box::new(DecoupledDecoder::new(ctx)?);
+        free.0
+            .send(first)
+            .map_err(|_| Error::Device("decoder pool closed".into()))?;
+        Ok(Arc::new(DecoderPool {
+            ctx: ctx.clone(),
+            free,
+            made: AtomicUsize::new(1),
+            cap,
+        }))
+    }
+
+    /// A free decoder, a new one while fewer than `cap` exist, or one that
+    /// comes back within [`TAKE_TIMEOUT`]; `None` otherwise, or when a new
+    /// decoder cannot be made.
+    pub(crate) fn take(&self) -> Option<Lease> {
+        let dec = match self.free.1.try_recv() {
+            Ok(d) => Some(d),
+            Err(_) => {
+                let mine = self
+                    .made
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n < self.cap).then_some(n + 1)
+                    })
+                    .is_ok();
+                if mine {
+                    let made = DecoupledDecoder::new(&self.ctx).ok().map(Box::new);
+                    if made.is_none() {
+                        self.made.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    made
+                } else {
+                    self.free.1.recv_timeout(TAKE_TIMEOUT).ok()
+                }
+            }
+        }?;
+        Some(Lease {
+            dec: Some(dec),
+            home: self.free.0.clone(),
+        })
+    }
+}
+
+/// A decoder taken from a [`DecoderPool`]; dropping it gives it back (or
+/// frees it, when the pool is gone).
+#[derive(Debug)]
+pub(crate) struct Lease {
+    dec: Option<Box<DecoupledDecoder>>,
+    home: Sender<Box<DecoupledDecoder>>,
+}
+
+impl std::ops::Deref for Lease {
+    type Target = DecoupledDecoder;
+    fn deref(&self) -> &DecoupledDecoder {
+        self.dec
+            .as_ref()
+            .expect("a lease holds its decoder until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lease {
+    fn deref_mut(&mut self) -> &mut DecoupledDecoder {
+        self.dec
+            .as_mut()
+            .expect("a lease holds its decoder until dropped")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(d) = self.dec.take() {
+            // The pool has room for every decoder it made; a closed pool
+            // drops the decoder here.
+            let _ = self.home.try_send(d);
         }
     }
 }

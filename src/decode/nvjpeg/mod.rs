@@ -4,9 +4,9 @@
 //!
 //! The library loads (`libnvjpeg.so.13`, `.so.12`, `.so`) at first use;
 //! `batched.rs` holds the decode path the pipeline's device stage drives
-//! (hardware engine, and CUDA through the batched API), `decoupled.rs` the
-//! decoupled API (host Huffman on the owning thread, crop windows on CUDA;
-//! not yet in the pipeline), `host.rs` the single-image hook the GPU tests
+//! for the hardware engine, `decoupled.rs` the decoupled API of the CUDA
+//! route (host phase on the pipeline's workers, device phase on its batch
+//! thread, crop windows), `host.rs` the single-image hook the GPU tests
 //! use for each route.
 #![allow(unsafe_code)]
 
@@ -39,6 +39,7 @@ mod sys;
 mod window;
 
 pub(crate) use batched::{BatchedDecoder, Dest, Roi};
+pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease};
 pub use host::{HostDecoder, Route};
 pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
 
