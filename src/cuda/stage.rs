@@ -493,7 +493,7 @@ impl NvRoute {
         Ok(NvRoute {
             // No engine (or no nvJPEG support for it) is not an error.
             hw: BatchedDecoder::new(true, batch).ok(),
-            cuda: DecoupledDecoder::new(&engine.k.ctx)?,
+            cuda: DecoupledDecoder::new(&engine.k.ctx, 2)?,
             cpu,
             share,
             hw_stream: None,

@@ -212,8 +212,15 @@ fn kernel_index(dtype: DType, layout: Layout) -> usize {
 }
 
 impl DeviceStage {
-    /// Allocate `slots` slots for `cfg`: every buffer the stage will use.
-    pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
+    /// Allocate `slots` slots for `cfg`: every buffer the stage will use,
+    /// but for the decoders of `workers` threads' nvJPEG host phases,
+    /// which are made as needed, a bounded number.
+    pub(crate) fn new(
+        engine: Engine,
+        cfg: &Config,
+        slots: usize,
+        workers: usize,
+    ) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
@@ -221,13 +228,13 @@ impl DeviceStage {
                 Engine::Cuda(e) => {
                     match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, fallback()?) {
                         Ok(r) => {
-                            // Above the samples in flight (each lease
-                            // belongs to one, or to the carried sample):
-                            // see `DecoderPool`.
-                            let pool = crate::decode::nvjpeg::DecoderPool::new(
-                                e.context(),
-                                cfg.window() + 2,
-                            );
+                            // One per worker in its host phase, and room
+                            // for the samples that queue while the batch
+                            // thread ends a batch; each grows to the
+                            // largest image, so not one per sample in
+                            // flight (`DecoderPool`).
+                            let cap = (4 * workers + 16).min(cfg.window() + 2);
+                            let pool = crate::decode::nvjpeg::DecoderPool::new(e.context(), cap);
                             let workers = pool.ok().map(|p| {
                                 Arc::new(WorkerDecode {
                                     engine: r.has_hardware(),

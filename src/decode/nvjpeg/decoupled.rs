@@ -18,7 +18,7 @@
 //! (nvjpegDecodeParamsSetROI), so the CUDA route can decode only the crop
 //! as the hardware engine does.
 //!
-//! Two pinned buffers take turns (what nvImageCodec's CUDA decoder does):
+//! Two pinned buffers can take turns (what nvImageCodec's CUDA decoder does):
 //! the host phase of image n+1 fills one while the copy of image n reads
 //! the other; an event per buffer says when its copy has run. The device
 //! buffer needs no such care: every use is on the one stream, in order.
@@ -158,10 +158,11 @@ impl Backend {
 pub(crate) struct DecoupledDecoder {
     cpu_huffman: Backend,
     gpu_huffman: Option<Backend>,
-    pinned: [PinnedBuffer; 2],
+    /// One or two (see [`DecoupledDecoder::new`]).
+    pinned: Vec<PinnedBuffer>,
     /// When buffer `i`'s last copy to the device has run.
-    pinned_free: [CudaEvent; 2],
-    pinned_used: [bool; 2],
+    pinned_free: Vec<CudaEvent>,
+    pinned_used: Vec<bool>,
     next: usize,
     /// The image whose host phase ran and whose device phase has not:
     /// which backend took it.
@@ -189,10 +190,15 @@ impl std::fmt::Debug for DecoupledDecoder {
 }
 
 impl DecoupledDecoder {
-    /// A decoder on `ctx`'s device. Without the GPU Huffman backend (older
-    /// nvJPEG, or `GPUFEED_NVJPEG_GPU_HUFFMAN=0`), every image takes the
-    /// CPU Huffman path.
-    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<DecoupledDecoder> {
+    /// A decoder on `ctx`'s device with `buffers` pinned buffers: two let
+    /// the host phase of one image run while the copy of the one before
+    /// reads the other (one thread decoding image after image); a pooled
+    /// decoder needs one, since the pool's cycle lies between its uses, and
+    /// each buffer grows to the largest image decoded. Without the GPU
+    /// Huffman backend (older nvJPEG, or `GPUFEED_NVJPEG_GPU_HUFFMAN=0`),
+    /// every image takes the CPU Huffman path.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, buffers: usize) -> Result<DecoupledDecoder> {
+        let buffers = buffers.clamp(1, 2);
         use sys::nvjpegBackend_t as B;
         let handle = Arc::new(Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?);
         let cpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_HYBRID)?;
@@ -208,9 +214,11 @@ impl DecoupledDecoder {
         Ok(DecoupledDecoder {
             cpu_huffman,
             gpu_huffman,
-            pinned: [PinnedBuffer::new(&handle)?, PinnedBuffer::new(&handle)?],
-            pinned_free: [event()?, event()?],
-            pinned_used: [false; 2],
+            pinned: (0..buffers)
+                .map(|_| PinnedBuffer::new(&handle))
+                .collect::<Result<_>>()?,
+            pinned_free: (0..buffers).map(|_| event()).collect::<Result<_>>()?,
+            pinned_used: vec![false; buffers],
             next: 0,
             staged: None,
             device: DeviceBuffer::new(&handle)?,
@@ -346,7 +354,7 @@ impl DecoupledDecoder {
             .record(stream)
             .map_err(|e| Error::Device(format!("record pinned event: {e:?}")))?;
         self.pinned_used[k] = true;
-        self.next = 1 - k;
+        self.next = (k + 1) % self.pinned.len();
         let mut out = sys::nvjpegImage_t {
             channel: [
                 dest.ptr as *mut u8,
@@ -369,8 +377,8 @@ impl Drop for DecoupledDecoder {
     fn drop(&mut self) {
         // A copy may still read a pinned buffer: wait for both before they
         // are freed. Errors cannot be reported from drop.
-        for (ev, used) in self.pinned_free.iter().zip(self.pinned_used) {
-            if used {
+        for (ev, used) in self.pinned_free.iter().zip(&self.pinned_used) {
+            if *used {
                 let _ = ev.synchronize();
             }
         }
@@ -384,14 +392,20 @@ impl Drop for DecoupledDecoder {
 /// batch thread queues its device phase into the batch's arena and drops
 /// the [`Lease`], which brings the decoder back.
 ///
-/// Decoders are made on demand, at most `cap`: a pipeline sizes it above
-/// the samples it lets be in flight, so that a worker's `take` always
-/// finds one eventually (each lease belongs to a sample between dispatch
-/// and assembly). Each decoder's buffers grow to the largest image it
-/// decoded; steady state needs about one per worker.
+/// Decoders are made on demand, at most `cap`; each one's buffers (pinned
+/// and device) grow to the largest image it decoded, so `cap` bounds the
+/// route's memory. Steady state needs about one per worker plus the
+/// samples waiting for the batch thread; while the batch thread is busy
+/// elsewhere (an engine batch, a full slot pool), workers wait for a lease
+/// (back-pressure) and, after [`TAKE_TIMEOUT`], send the sample compressed
+/// instead. Nothing waits for a lease that only the waiter could return:
+/// the batch thread never takes one.
 pub(crate) struct DecoderPool {
     ctx: Arc<CudaContext>,
-    free: (Sender<Box<DecoupledDecoder>>, Receiver<Box<DecoupledDecoder>>),
+    free: (
+        Sender<Box<DecoupledDecoder>>,
+        Receiver<Box<DecoupledDecoder>>,
+    ),
     made: AtomicUsize,
     cap: usize,
 }
@@ -406,9 +420,10 @@ impl std::fmt::Debug for DecoderPool {
 }
 
 /// How long a worker waits for a decoder before handing its sample to the
-/// batch thread compressed (which decodes it with a decoder of its own:
-/// the same pixels, later). With `cap` above the samples in flight this
-/// does not happen; it bounds the wait should that reasoning ever fail.
+/// batch thread compressed, which decodes it with a decoder of its own
+/// (the same backend choice and window, so the same pixels, later). Leases
+/// can all be held by samples waiting behind one the batch thread needs
+/// first; the timeout keeps that from stalling a worker for longer.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl DecoderPool {
@@ -417,7 +432,7 @@ impl DecoderPool {
     pub(crate) fn new(ctx: &Arc<CudaContext>, cap: usize) -> Result<Arc<DecoderPool>> {
         let cap = cap.max(1);
         let free = bounded(cap);
-        let first = Box::new(DecoupledDecoder::new(ctx)?);
+        let first = Box::new(DecoupledDecoder::new(ctx, 1)?);
         free.0
             .send(first)
             .map_err(|_| Error::Device("decoder pool closed".into()))?;
@@ -443,7 +458,7 @@ impl DecoderPool {
                     })
                     .is_ok();
                 if mine {
-                    let made = DecoupledDecoder::new(&self.ctx).ok().map(Box::new);
+                    let made = DecoupledDecoder::new(&self.ctx, 1).ok().map(Box::new);
                     if made.is_none() {
                         self.made.fetch_sub(1, Ordering::AcqRel);
                     }

@@ -58,7 +58,7 @@ impl HostDecoder {
         let dec = match route {
             Route::Hardware => Inner::Batched(BatchedDecoder::new(true, 1)?),
             Route::CudaBatched => Inner::Batched(BatchedDecoder::new(false, 1)?),
-            Route::CudaDecoupled => Inner::Decoupled(DecoupledDecoder::new(&ctx)?),
+            Route::CudaDecoupled => Inner::Decoupled(DecoupledDecoder::new(&ctx, 2)?),
         };
         Ok(HostDecoder {
             dec,
