@@ -490,3 +490,53 @@ fn damaged_files_are_told_apart() {
         assert!(!damaged(&f, &bytes), "{} found damaged", f.display());
     }
 }
+
+/// The nvJPEG route's pixels are a function of the seed, not of thread
+/// counts: which worker runs a host phase, whether a pooled decoder was
+/// free or the batch thread decoded the sample itself, must not show.
+/// Every route at shares 0 and 0.5, one worker against six, byte for byte.
+#[test]
+fn nvjpeg_route_is_independent_of_thread_counts() {
+    let test = "nvjpeg_route_is_independent_of_thread_counts";
+    if !gpu_or_skip(test) {
+        return;
+    }
+    for share in [0.0, 0.5] {
+        let run = |workers: usize| {
+            let mut p = Pipeline::builder()
+                .source(gpufeed::Source::image_folder(common::sample_dir()).unwrap())
+                .device(Device::Cuda(0))
+                .gpu_decode(true)
+                .hardware_decode_share(share)
+                .workers(workers)
+                .batch_size(8)
+                .output_size(64, 64)
+                .dtype(gpufeed::DType::U8)
+                .normalize(None)
+                .build()
+                .unwrap();
+            let out: Vec<Vec<u8>> = p
+                .epoch(1)
+                .map(|b| {
+                    let b = b.unwrap();
+                    let t = b.images().to_host().unwrap();
+                    t.as_u8().unwrap().to_vec()
+                })
+                .collect();
+            (out, p.stats())
+        };
+        let (one, s1) = run(1);
+        let (six, s6) = run(6);
+        println!(
+            "share {share}: CUDA {} / {}, hardware {} / {} (1 / 6 workers)",
+            s1.decoded_cuda, s6.decoded_cuda, s1.decoded_hardware, s6.decoded_hardware
+        );
+        assert_eq!(one.len(), six.len());
+        for (b, (x, y)) in one.iter().zip(&six).enumerate() {
+            assert!(
+                x == y,
+                "share {share}, batch {b}: pixels depend on the worker count"
+            );
+        }
+    }
+}
