@@ -213,14 +213,9 @@ fn kernel_index(dtype: DType, layout: Layout) -> usize {
 
 impl DeviceStage {
     /// Allocate `slots` slots for `cfg`: every buffer the stage will use,
-    /// but for the decoders of `workers` threads' nvJPEG host phases,
-    /// which are made as needed, a bounded number.
-    pub(crate) fn new(
-        engine: Engine,
-        cfg: &Config,
-        slots: usize,
-        workers: usize,
-    ) -> Result<DeviceStage> {
+    /// but for the decoders of the workers' nvJPEG host phases, which are
+    /// made as needed, at most one per sample in flight.
+    pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
@@ -228,12 +223,10 @@ impl DeviceStage {
                 Engine::Cuda(e) => {
                     match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, fallback()?) {
                         Ok(r) => {
-                            // One per worker in its host phase, and room
-                            // for the samples that queue while the batch
-                            // thread ends a batch; each grows to the
-                            // largest image, so not one per sample in
-                            // flight (`DecoderPool`).
-                            let cap = (4 * workers + 16).min(cfg.window() + 2);
+                            // One per sample in flight, and the carried
+                            // one: never fewer than the leases samples can
+                            // hold (`DecoderPool`).
+                            let cap = cfg.window() + 2;
                             let pool = crate::decode::nvjpeg::DecoderPool::new(e.context(), cap);
                             let workers = pool.ok().map(|p| {
                                 Arc::new(WorkerDecode {

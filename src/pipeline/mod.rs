@@ -79,9 +79,7 @@ impl Pipeline {
         // Slots: the batch being assembled plus `prefetch` the trainer may
         // hold; all device memory is allocated here, none later.
         let stage = engine
-            .map(|e| {
-                DeviceStage::new(e, &config, config.prefetch + 1, decoders.len()).map(Arc::new)
-            })
+            .map(|e| DeviceStage::new(e, &config, config.prefetch + 1).map(Arc::new))
             .transpose()?;
         config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
         config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);

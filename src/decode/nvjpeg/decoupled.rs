@@ -392,14 +392,18 @@ impl Drop for DecoupledDecoder {
 /// batch thread queues its device phase into the batch's arena and drops
 /// the [`Lease`], which brings the decoder back.
 ///
-/// Decoders are made on demand, at most `cap`; each one's buffers (pinned
-/// and device) grow to the largest image it decoded, so `cap` bounds the
-/// route's memory. Steady state needs about one per worker plus the
-/// samples waiting for the batch thread; while the batch thread is busy
-/// elsewhere (an engine batch, a full slot pool), workers wait for a lease
-/// (back-pressure) and, after [`TAKE_TIMEOUT`], send the sample compressed
-/// instead. Nothing waits for a lease that only the waiter could return:
-/// the batch thread never takes one.
+/// Decoders are made on demand, at most `cap`. A pipeline sets `cap` to
+/// the samples it lets be in flight (plus the one it may carry between
+/// batches): each lease belongs to such a sample, so a worker's `take`
+/// always finds a decoder or one comes back. A smaller pool deadlocks in
+/// all but name: leases pile up on samples queued behind the one the batch
+/// thread needs next, whose worker is the one waiting (measured on an
+/// H100, 2026-11-22: a pool of 4 per worker + 16 took share 0 from 11,894
+/// to 685 img/s, every worker waiting out its timeout). Each decoder's
+/// buffers (pinned and device) grow to the largest image it decoded, so
+/// the route's memory is about the window times that size: on
+/// photos/imagenet-size, batch 256, prefetch 2, ~0.8 GiB more peak RSS
+/// than the engine's route.
 pub(crate) struct DecoderPool {
     ctx: Arc<CudaContext>,
     free: (
@@ -421,9 +425,9 @@ impl std::fmt::Debug for DecoderPool {
 
 /// How long a worker waits for a decoder before handing its sample to the
 /// batch thread compressed, which decodes it with a decoder of its own
-/// (the same backend choice and window, so the same pixels, later). Leases
-/// can all be held by samples waiting behind one the batch thread needs
-/// first; the timeout keeps that from stalling a worker for longer.
+/// (the same backend choice and window, so the same pixels, later). With
+/// the pipeline's `cap` no wait lasts this long; it bounds the harm should
+/// that reasoning ever fail.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl DecoderPool {
