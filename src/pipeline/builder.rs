@@ -46,12 +46,13 @@ pub enum OnError {
 }
 
 /// Share of the images the hardware JPEG engine supports that go to it.
-/// Measured on an H100 (docs/BENCHMARKS.md, 2026-11-22): every share
-/// between 0 and 1 decoded slower than either end; the engine alone
-/// (share 1) decoded 6058-7095 img/s at batch 256 against 5612-6540 for
-/// CUDA alone with GPU Huffman, and 904 with the host Huffman decoding the
-/// CUDA route now uses (`BatchedDecoder::new`); and it leaves the SMs to
-/// training. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s.
+/// Measured on an H100 with 16 cores (docs/BENCHMARKS.md, 2026-11-22,
+/// a304280), end to end at batch 256: share 1 ran 5833 img/s at 0.33
+/// CPU-s per 1000 images, share 0 (CUDA, Huffman on the 16 workers) 11327
+/// at 1.30, every mix slower than either end. The engine costs a quarter
+/// of the CPU time per image and leaves the SMs to training, which is
+/// what this crate is for; share 0 is the choice for a trainer with idle
+/// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s.
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Settings after validation.
@@ -362,9 +363,12 @@ impl PipelineBuilder {
     }
 
     /// Share (0..=1) of the images the hardware JPEG engine supports that
-    /// are sent to it; the rest decode with CUDA at the same time. Default
-    /// 1: on an H100 the engine alone beat CUDA alone and every mix
-    /// (docs/BENCHMARKS.md); measure others with `gpufeed decode-bench`. Which
+    /// are sent to it; the rest decode with CUDA (Huffman decoding on the
+    /// worker threads). Default 1: on an H100 the engine took a quarter of
+    /// the CPU time per image of CUDA, which decoded twice as many images
+    /// per second using all 16 cores; mixes were slower than either
+    /// (docs/BENCHMARKS.md). Measure with `gpufeed bench --sweep
+    /// hardware-share=0,1`. Which
     /// images go is drawn from `(seed, epoch, sample)`, like the crops, so
     /// an epoch's pixels do not depend on what else shares its batches.
     pub fn hardware_decode_share(mut self, share: f32) -> Self {

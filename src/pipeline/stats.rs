@@ -90,9 +90,10 @@ pub struct Stats {
     pub decoded_hardware: u64,
     /// Images decoded by nvJPEG with CUDA.
     pub decoded_cuda: u64,
-    /// nvJPEG-route images that nvJPEG refused, decoded on the CPU by the
-    /// device stage and uploaded (the emulated device decodes all of its
-    /// nvJPEG route this way).
+    /// nvJPEG-route images that nvJPEG refused, decoded on the CPU: by the
+    /// worker whose host phase failed, or by the device stage and uploaded
+    /// (the emulated device counts its batch thread's decodes here and
+    /// what its workers decoded as CUDA).
     pub decoded_cpu_fallback: u64,
     /// Sum over the consumer's batch requests of the samples that were
     /// finished and waiting at that moment (see

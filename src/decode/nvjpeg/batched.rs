@@ -229,9 +229,10 @@ pub(crate) struct Dest {
 }
 
 impl BatchedDecoder {
-    /// A decoder on the hardware engine (`hardware`) or CUDA. The CUDA
-    /// decoder uses `NVJPEG_BACKEND_DEFAULT` (Huffman decoding on the
-    /// calling thread), not `GPU_HYBRID`, whose GPU Huffman kernel
+    /// A decoder on the hardware engine (`hardware`) or CUDA (the pipeline
+    /// uses the decoupled API for CUDA; this one serves the GPU tests as a
+    /// reference). The CUDA decoder uses `NVJPEG_BACKEND_DEFAULT` (Huffman
+    /// decoding on the calling thread), not `GPU_HYBRID`, whose GPU Huffman kernel
     /// (`decodeDcHuffman`) read address 0 on the corpus's fuzzed files on
     /// an H100 with nvJPEG 13.0 (2026-11-22, compute-sanitizer), with or
     /// without strict mode and in calls of 50 images or fewer, and so killed

@@ -15,7 +15,7 @@ pub enum Route {
     /// The NVJPG hardware engine (batched API, one image per batch).
     Hardware,
     /// CUDA through the batched API (host Huffman): the pipeline's CUDA
-    /// route.
+    /// route until the decoupled API replaced it; kept as a reference.
     CudaBatched,
     /// CUDA through the decoupled API: host Huffman on this thread, GPU
     /// Huffman for large images; crop windows supported.
