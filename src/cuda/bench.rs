@@ -358,6 +358,13 @@ impl DecodeBench {
         })
     }
 
+    /// The engine's batched-state (re)initializations so far (one per
+    /// change of the engine's batch size) and the time they took; its
+    /// decode calls and the time the decoding thread spent in them.
+    pub fn engine_time(&self) -> [(u64, std::time::Duration); 2] {
+        self.route.engine_time()
+    }
+
     /// Images decoded per route so far: hardware engine, CUDA, CPU.
     pub fn routes(&self) -> (u64, u64, u64) {
         (self.counts.hardware, self.counts.cuda, self.counts.cpu)

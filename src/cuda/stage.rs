@@ -507,6 +507,16 @@ impl NvRoute {
     pub(crate) fn share(&self) -> f32 {
         self.share
     }
+
+    /// The engine's batched-state (re)initializations and their time, and
+    /// its decode calls and the time spent in them (initializations
+    /// excluded).
+    pub(crate) fn engine_time(&self) -> [(u64, std::time::Duration); 2] {
+        self.hw
+            .as_ref()
+            .map(|h| [h.inits(), h.calls()])
+            .unwrap_or_default()
+    }
 }
 
 impl CudaEngine {

@@ -204,6 +204,7 @@ fn process(
     let header = parse_header(bytes, cfg.max_pixels)?;
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
+    let mut refused = false;
     if let Some(limit) = cfg.jpeg_limit
         && gpu_routable(&header, cfg.apply_orientation)
         && header.width as usize * header.height as usize * 3 <= limit
@@ -233,11 +234,14 @@ fn process(
             }
             // nvJPEG refused it: the CPU decoder's turn, here (what the
             // batch thread would do, without its time).
-            Err(_) => Counters::add(&c.decoded_cpu_fallback, 1),
+            Err(_) => refused = true,
         }
     }
     let t1 = Instant::now();
     decoder.decode(bytes, &header, &mut s.image)?;
+    if refused {
+        Counters::add(&c.decoded_cpu_fallback, 1);
+    }
     let n = s.image.data.len();
     shared.size(PIXELS, &mut s.image.data, n);
     let t2 = Instant::now();

@@ -50,6 +50,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             b.run_batch()?;
         }
         let warm = b.routes();
+        let engine0 = b.engine_time();
         let (cpu0, t0) = (super::bench::cpu_seconds(), Instant::now());
         let mut pixels = 0;
         for _ in 0..args.iters {
@@ -65,17 +66,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         );
         let r = b.routes();
         let (hw, cuda, cpu_fb) = (r.0 - warm.0, r.1 - warm.1, r.2 - warm.2);
+        let engine1 = b.engine_time();
+        let ms = |k: usize| (engine1[k].1 - engine0[k].1).as_secs_f64() * 1e3;
+        let (inits, init_ms, call_ms) = (engine1[0].0 - engine0[0].0, ms(0), ms(1));
         let row = serde_json::json!({
             "backend": b.describe(), "hardware_share": share, "batch": args.common.batch,
             "threads": threads,
             "images": images, "seconds": secs, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
+            "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
         });
         if !args.json {
             println!(
                 "{}: share {share}, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
-                 (hardware {hw}, CUDA {cuda}, CPU {cpu_fb})",
+                 (hardware {hw}, CUDA {cuda}, CPU {cpu_fb}; engine state re-initialized {inits} \
+                 times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
                 b.describe(),
             );
         }

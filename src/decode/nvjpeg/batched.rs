@@ -204,6 +204,11 @@ pub(crate) struct BatchedDecoder {
     params: Vec<DecodeParams>,
     /// The batch size the state was initialized for.
     initialized: usize,
+    /// (Re)initializations so far and the time they took: the batched API
+    /// needs one whenever the batch size changes (decode-bench prints it).
+    inits: (u64, std::time::Duration),
+    /// Decode calls so far and the time the calling thread spent in them.
+    calls: (u64, std::time::Duration),
     hardware: bool,
 }
 
@@ -275,8 +280,21 @@ impl BatchedDecoder {
             stream,
             params: Vec::new(),
             initialized: 0,
+            inits: Default::default(),
+            calls: Default::default(),
             hardware,
         })
+    }
+
+    /// How often the state was (re)initialized for a new batch size, and
+    /// the time that took.
+    pub(crate) fn inits(&self) -> (u64, std::time::Duration) {
+        self.inits
+    }
+
+    /// Decode calls so far, and the time the calling thread spent in them.
+    pub(crate) fn calls(&self) -> (u64, std::time::Duration) {
+        self.calls
     }
 
     /// Whether this (hardware) decoder takes `data` with the crop window
@@ -392,11 +410,14 @@ impl BatchedDecoder {
             // The batched API decodes exactly the batch size it was
             // initialized with (nvjpegDecodeBatchedInitialize).
             let n = data.len() as std::ffi::c_int;
+            let t0 = std::time::Instant::now();
             call!(
                 &h.lib,
                 nvjpegDecodeBatchedInitialize(h.raw, self.state.raw, n, 1, RGBI)
             )?;
             self.initialized = data.len();
+            self.inits.0 += 1;
+            self.inits.1 += t0.elapsed();
         }
         let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
         let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
@@ -412,6 +433,7 @@ impl BatchedDecoder {
                 pitch: [d.pitch, 0, 0, 0],
             })
             .collect();
+        let t0 = std::time::Instant::now();
         let r = if with_roi {
             while self.params.len() < rois.len() {
                 self.params.push(DecodeParams::new(h)?);
@@ -451,6 +473,8 @@ impl BatchedDecoder {
                 )
             )
         };
+        self.calls.0 += 1;
+        self.calls.1 += t0.elapsed();
         if r.is_err() {
             // A failed call may leave the state mid-batch: initialize
             // afresh next time so one bad batch does not poison the next.
