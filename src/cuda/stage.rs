@@ -434,16 +434,27 @@ impl JpegJob {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> std::result::Result<(), crate::error::SampleError> {
-        let h = crate::jpeg::parse_header(&self.bytes, u64::MAX)?;
-        cpu.decode(&self.bytes, &h, img)?;
-        if (img.width, img.height) != (self.width, self.height) {
-            return Err(crate::error::SampleError::Corrupt(format!(
-                "decoded {}x{}, header says {}x{}",
-                img.width, img.height, self.width, self.height
-            )));
-        }
-        Ok(())
+        decode_on_cpu(&self.bytes, (self.width, self.height), cpu, img)
     }
+}
+
+/// Decode `bytes` on the CPU into `img`, which must come out at `size`
+/// (the header's, which the arena space was sized for).
+pub(crate) fn decode_on_cpu(
+    bytes: &[u8],
+    size: (u32, u32),
+    cpu: &mut crate::decode::CpuDecoder,
+    img: &mut crate::decode::Image,
+) -> std::result::Result<(), crate::error::SampleError> {
+    let h = crate::jpeg::parse_header(bytes, u64::MAX)?;
+    cpu.decode(bytes, &h, img)?;
+    if (img.width, img.height) != size {
+        return Err(crate::error::SampleError::Corrupt(format!(
+            "decoded {}x{}, header says {}x{}",
+            img.width, img.height, size.0, size.1
+        )));
+    }
+    Ok(())
 }
 
 /// nvJPEG decoders of a pipeline's batch thread: the hardware engine when
@@ -597,12 +608,11 @@ impl CudaEngine {
                 let pixels = u64::from(j.width) * u64::from(j.height);
                 dec.host(&j.bytes, pixels, j.roi)
                     .and_then(|()| {
-                        ctx.bind_to_thread().map_err(drv("bind context"))?;
                         // SAFETY: the destination (the job's window, or the
                         // whole image) is inside the arena (asserted above),
-                        // which lives until `ready` completes; the context is
-                        // `s`'s, bound just above; every device phase of this
-                        // decoder is on `s`.
+                        // which lives until `ready` completes; `host` bound
+                        // the decoder's context, `s`'s, to this thread; every
+                        // device phase of this decoder is on `s`.
                         unsafe { dec.device(dest(j, j.roi), s) }
                     })
                     .unwrap_or_else(|_| failed.push(k));

@@ -155,13 +155,8 @@ impl WorkerDecode {
             }
             #[cfg(feature = "kernel-emu")]
             WorkerDecodeKind::Emu => {
-                let h = crate::jpeg::parse_header(&j.bytes, u64::MAX)
+                crate::cuda::stage::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;
-                cpu.decode(&j.bytes, &h, img)
-                    .map_err(|e| crate::error::Error::Device(e.to_string()))?;
-                if (img.width, img.height) != (j.width, j.height) {
-                    return Err(crate::error::Error::Device("size differs".into()));
-                }
                 let whole = Roi {
                     x: 0,
                     y: 0,
