@@ -80,7 +80,7 @@ step() {
   elif [ $rc -ne 0 ]; then verdict="FAILED (rc $rc)"; fi
   [ $rc -ne 0 ] && status=1
   printf -- '-- %-22s %-24s %4ds\n' "$name" "$verdict" $((SECONDS - t0)) | tee -a "$logs/summary.txt"
-  grep -E "^test result|panicked at|SKIPPED" "$logs/$name.log" | head -6 | sed 's/^/     /'
+  grep -E "^test result|panicked at|\.\.\. ignored" "$logs/$name.log" | head -6 | sed 's/^/     /'
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu \
@@ -93,6 +93,8 @@ for phase in "${phases[@]}"; do
     tests)
       step unit-cuda 60 "$bin/unit-gpufeed" cuda:: --test-threads=1
       step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
+      # The augment kernels against the CPU reference.
+      step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
@@ -109,7 +111,7 @@ for phase in "${phases[@]}"; do
       if command -v compute-sanitizer >/dev/null; then
         for tool in memcheck racecheck; do
           step "sanitizer-$tool" 180 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-            "$bin/unit-gpufeed" cuda::kernel_tests::gpu --test-threads=1
+            "$bin/test-kernel_device" gpu_ --test-threads=1
           step "sanitizer-$tool-stage" 240 compute-sanitizer --tool "$tool" --error-exitcode 1 \
             "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
         done

@@ -170,3 +170,71 @@ fn antialias_changes_shrunk_output_only() {
     // Enlarging to 1024 px on both axes: antialias does nothing.
     assert!(run(true, 1024) == run(false, 1024));
 }
+
+/// Every batch of epoch 0 of `b`, images concatenated.
+fn epoch_bytes(b: gpufeed::PipelineBuilder) -> Vec<u8> {
+    let mut p = b.build().unwrap();
+    p.epoch(0)
+        .flat_map(|b| b.unwrap().images().as_bytes().unwrap().to_vec())
+        .collect()
+}
+
+#[test]
+fn eval_and_resize_pipelines_do_not_flip_unless_asked() {
+    // Issue 15: `.transform(CenterCrop)` alone must give torchvision's and
+    // DALI's evaluation output, never a mirrored image.
+    for t in [Transform::CenterCrop { resize: 73 }, Transform::Resize] {
+        let eval = || {
+            Pipeline::builder()
+                .source(sample_source())
+                .device(Device::Cpu)
+                .batch_size(7)
+                .output_size(64, 64)
+                .transform(t)
+        };
+        let default = epoch_bytes(eval());
+        assert_eq!(
+            default,
+            epoch_bytes(eval().flip_h(0.0)),
+            "{t:?} flips by default"
+        );
+        // The comparison can see a flip: every sample mirrored differs.
+        assert_ne!(default, epoch_bytes(eval().flip_h(1.0)), "{t:?}");
+    }
+    // The training transform keeps torchvision's RandomHorizontalFlip(0.5).
+    let train = || {
+        Pipeline::builder()
+            .source(sample_source())
+            .device(Device::Cpu)
+            .batch_size(7)
+            .output_size(32, 32)
+    };
+    assert_eq!(epoch_bytes(train()), epoch_bytes(train().flip_h(0.5)));
+    assert_ne!(epoch_bytes(train()), epoch_bytes(train().flip_h(0.0)));
+    // Views follow their transform the same way.
+    let v = View::new(8, 8).transform(Transform::CenterCrop { resize: 9 });
+    assert_eq!(v.flip_h, 0.0);
+    assert_eq!(View::new(8, 8).flip_h, 0.5);
+}
+
+#[test]
+fn pipelines_antialias_by_default() {
+    // Issue 15: torchvision v2 (0.17+) and DALI antialias when shrinking,
+    // and so does a pipeline built without `.antialias(..)`. The antialias
+    // filter itself is pinned to Pillow's output by the golden test in
+    // src/augment/cpu.rs (tests/golden/resize.json).
+    let shrink = || {
+        Pipeline::builder()
+            .source(sample_source())
+            .device(Device::Cpu)
+            .batch_size(4)
+            .shuffle(false)
+            .transform(Transform::Resize)
+            .output_size(32, 32)
+    };
+    let default = first_batch_bytes(&mut shrink().build().unwrap(), 0);
+    let on = first_batch_bytes(&mut shrink().antialias(true).build().unwrap(), 0);
+    let off = first_batch_bytes(&mut shrink().antialias(false).build().unwrap(), 0);
+    assert!(default == on, "the default is not antialias(true)");
+    assert!(default != off);
+}

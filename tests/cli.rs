@@ -2,6 +2,20 @@
 
 mod common;
 
+use common::Outcome;
+
+common::tests!(
+    bench_prints_a_table_and_json,
+    bench_reports_bad_input_clearly,
+    scan_good_folder_exits_0,
+    scan_lists_bad_files_and_exits_1,
+    scan_tricky_corpus_exits_1,
+    preview_writes_a_labelled_contact_sheet,
+    kernel_bench_needs_a_gpu_and_says_so,
+    decode_bench_needs_a_gpu_and_says_so,
+    bench_sweeps_settings_and_writes_json_and_csv,
+);
+
 use std::process::Command;
 
 fn gpufeed(args: &[&str]) -> (i32, String, String) {
@@ -16,7 +30,6 @@ fn gpufeed(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-#[test]
 fn bench_prints_a_table_and_json() {
     let sample = common::sample_dir();
     let sample = sample.to_str().unwrap();
@@ -40,7 +53,6 @@ fn bench_prints_a_table_and_json() {
     assert_eq!(v["errors"]["corrupt"], 0);
 }
 
-#[test]
 fn bench_reports_bad_input_clearly() {
     let (code, _, err) = gpufeed(&["bench", "/nonexistent/data", "--device", "cpu"]);
     assert_eq!(code, 2);
@@ -67,7 +79,6 @@ fn bench_reports_bad_input_clearly() {
     assert!(err.contains("cuda:0"), "{err}");
 }
 
-#[test]
 fn scan_good_folder_exits_0() {
     let (code, out, err) = gpufeed(&["scan", common::sample_dir().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
@@ -77,7 +88,6 @@ fn scan_good_folder_exits_0() {
     );
 }
 
-#[test]
 fn scan_lists_bad_files_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
@@ -101,18 +111,15 @@ fn scan_lists_bad_files_and_exits_1() {
     assert_eq!(v["bad"].as_array().unwrap().len(), 1);
 }
 
-#[test]
-fn scan_tricky_corpus_exits_1() {
-    let Some(corpus) = common::corpus("scan_tricky_corpus_exits_1") else {
-        return;
-    };
+fn scan_tricky_corpus_exits_1() -> Outcome {
+    let corpus = common::corpus()?;
     let (code, out, _) = gpufeed(&["scan", corpus.join("tricky").to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(out.contains("BAD") && out.contains("large.jpg"), "{out}");
     println!("{}", out.lines().last().unwrap());
+    Ok(())
 }
 
-#[test]
 fn preview_writes_a_labelled_contact_sheet() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("grid.png");
@@ -154,13 +161,11 @@ fn needs_a_gpu(args: &[&str], ok_marker: &str) {
     }
 }
 
-#[test]
 fn kernel_bench_needs_a_gpu_and_says_so() {
     needs_a_gpu(&["kernel-bench", "--batch", "8", "--iters", "2"], "GB/s");
 }
 
 /// On a GPU: one line per share with img/s and CPU time per image.
-#[test]
 fn decode_bench_needs_a_gpu_and_says_so() {
     needs_a_gpu(
         &[
@@ -176,7 +181,6 @@ fn decode_bench_needs_a_gpu_and_says_so() {
     );
 }
 
-#[test]
 fn bench_sweeps_settings_and_writes_json_and_csv() {
     let sample = common::sample_dir();
     let out = tempfile::tempdir().unwrap();

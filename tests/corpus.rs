@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Outcome;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +13,14 @@ use std::time::{Duration, Instant};
 use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 use gpufeed::{Device, Pipeline, pipeline::OnError};
+
+common::tests!(
+    tricky_files_decode_or_fail_typed,
+    fuzz_files_decode_or_fail_typed,
+    photos_decode_or_fail_typed,
+    whole_corpus_through_the_pipeline,
+    gpu_whole_corpus_through_the_pipeline,
+);
 
 /// Per-file limit. Generous: the slowest file (6000x6000) takes well under a
 /// second in an optimised build; this only catches hangs.
@@ -37,7 +47,7 @@ fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
 type Busy = Mutex<Option<(usize, Instant)>>;
 
 #[derive(Debug, PartialEq)]
-enum Outcome {
+enum Verdict {
     Decoded,
     Error,
     Panic(String),
@@ -45,7 +55,7 @@ enum Outcome {
 
 /// Decode every file on `threads` threads; a watchdog fails the test when a
 /// file runs past `LIMIT`.
-fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Outcome> {
+fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Verdict> {
     let files = Arc::new(files.to_vec());
     let next = Arc::new(Mutex::new(0usize));
     let results = Arc::new(Mutex::new(
@@ -77,9 +87,9 @@ fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Outcome> {
                     }));
                     *busy[t].lock().unwrap() = None;
                     let o = match outcome {
-                        Ok(Ok(())) => Outcome::Decoded,
-                        Ok(Err(_)) => Outcome::Error,
-                        Err(p) => Outcome::Panic(format!("{p:?}")),
+                        Ok(Ok(())) => Verdict::Decoded,
+                        Ok(Err(_)) => Verdict::Error,
+                        Err(p) => Verdict::Panic(format!("{p:?}")),
                     };
                     results.lock().unwrap()[i] = Some(o);
                 }
@@ -108,13 +118,12 @@ fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Outcome> {
         .collect()
 }
 
-fn check_folder(sub: &str) {
-    let Some(corpus) = common::corpus(&format!("corpus_{sub}")) else {
-        return;
-    };
+fn check_folder(sub: &str) -> Outcome {
+    let corpus = common::corpus()?;
     for backend in common::backends() {
         check_folder_with(&corpus, sub, backend);
     }
+    Ok(())
 }
 
 fn check_folder_with(corpus: &Path, sub: &str, backend: CpuBackend) {
@@ -122,13 +131,13 @@ fn check_folder_with(corpus: &Path, sub: &str, backend: CpuBackend) {
     all_files(&corpus.join(sub), &mut files);
     assert!(!files.is_empty());
     let outcomes = decode_all(&files, backend);
-    let decoded = outcomes.iter().filter(|o| **o == Outcome::Decoded).count();
-    let errors = outcomes.iter().filter(|o| **o == Outcome::Error).count();
+    let decoded = outcomes.iter().filter(|o| **o == Verdict::Decoded).count();
+    let errors = outcomes.iter().filter(|o| **o == Verdict::Error).count();
     let panics: Vec<String> = files
         .iter()
         .zip(&outcomes)
         .filter_map(|(f, o)| match o {
-            Outcome::Panic(m) => Some(format!("{}: {m}", f.display())),
+            Verdict::Panic(m) => Some(format!("{}: {m}", f.display())),
             _ => None,
         })
         .collect();
@@ -173,19 +182,16 @@ fn check_folder_with(corpus: &Path, sub: &str, backend: CpuBackend) {
     assert!(all.len() <= files.len());
 }
 
-#[test]
-fn tricky_files_decode_or_fail_typed() {
-    check_folder("tricky");
+fn tricky_files_decode_or_fail_typed() -> Outcome {
+    check_folder("tricky")
 }
 
-#[test]
-fn fuzz_files_decode_or_fail_typed() {
-    check_folder("fuzz");
+fn fuzz_files_decode_or_fail_typed() -> Outcome {
+    check_folder("fuzz")
 }
 
-#[test]
-fn photos_decode_or_fail_typed() {
-    check_folder("photos");
+fn photos_decode_or_fail_typed() -> Outcome {
+    check_folder("photos")
 }
 
 /// Files that are not JPEGs, or not files: what a real dataset folder
@@ -231,25 +237,30 @@ fn hostile_extras() -> (Vec<PathBuf>, tempfile::TempDir) {
 /// hostile non-JPEG entries through the full pipeline, on every backend
 /// this machine has. A watchdog aborts when no batch arrives for `LIMIT`
 /// (a hang); every file must end delivered or as a typed, named error.
-#[test]
-fn whole_corpus_through_the_pipeline() {
-    let Some(corpus) = common::corpus("whole_corpus_through_the_pipeline") else {
-        return;
-    };
+fn whole_corpus_through_the_pipeline() -> Outcome {
+    #[cfg_attr(not(feature = "kernel-emu"), allow(unused_mut))]
+    let mut devices = vec![Device::Cpu];
+    #[cfg(feature = "kernel-emu")]
+    devices.push(Device::Emulated);
+    whole_corpus(&devices)
+}
+
+/// The same on CUDA device 0, against the CPU backend.
+fn gpu_whole_corpus_through_the_pipeline() -> Outcome {
+    common::need_gpu()?;
+    whole_corpus(&[Device::Cpu, Device::Cuda(0)])
+}
+
+fn whole_corpus(devices: &[Device]) -> Outcome {
+    let corpus = common::corpus()?;
     let mut files = Vec::new();
     for sub in ["tricky", "fuzz", "photos"] {
         all_files(&corpus.join(sub), &mut files);
     }
     let (extras, _keep) = hostile_extras();
     files.extend(extras);
-    let mut devices = vec![Device::Cpu];
-    #[cfg(feature = "kernel-emu")]
-    devices.push(Device::Emulated);
-    if gpufeed::cuda::devices().is_ok() {
-        devices.push(Device::Cuda(0));
-    }
     let mut reports = Vec::new();
-    for device in devices {
+    for &device in devices {
         let mut pipeline = Pipeline::builder()
             .source(common::unlabelled(&corpus, &files))
             .batch_size(64)
@@ -344,4 +355,5 @@ fn whole_corpus_through_the_pipeline() {
             );
         }
     }
+    Ok(())
 }

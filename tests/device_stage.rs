@@ -6,16 +6,49 @@
 //!   compiled for the host driven by the real staging code; batches must
 //!   equal the CPU backend's **bit for bit**.
 //! * `gpu_*`: `Device::Cuda(0)`; element-wise within u8 +-1, f16/bf16 one
-//!   unit in the last place, f32 1e-4. Without a GPU they print
-//!   `SKIPPED (no CUDA device ...)` and pass, unless `GPUFEED_REQUIRE_GPU=1`.
+//!   unit in the last place, f32 1e-4. Without a GPU they show as ignored
+//!   (with the reason) in the summary; with `GPUFEED_REQUIRE_GPU=1` they
+//!   fail instead.
 
 mod common;
+
+use common::Outcome;
 
 use gpufeed::{
     DType, Device, Layout, Pipeline, PipelineBuilder, Source, Tensor, Transform,
     augment::Normalize, augment::View,
 };
 use half::{bf16, f16};
+
+common::tests!(
+    cpu_prefetch_runs_ahead,
+    #[cfg(feature = "kernel-emu")]
+    emu_rrc_f32,
+    gpu_rrc_f32,
+    #[cfg(feature = "kernel-emu")]
+    emu_dtypes_layouts_antialias,
+    gpu_dtypes_layouts_antialias,
+    #[cfg(feature = "kernel-emu")]
+    emu_multi_view,
+    gpu_multi_view,
+    #[cfg(feature = "kernel-emu")]
+    emu_small_staging,
+    gpu_small_staging,
+    #[cfg(feature = "kernel-emu")]
+    emu_corrupt_files_are_skipped_alike,
+    gpu_corrupt_files_are_skipped_alike,
+    #[cfg(feature = "kernel-emu")]
+    emu_slots_are_fixed,
+    gpu_slots_are_fixed,
+    #[cfg(feature = "kernel-emu")]
+    emu_prefetch_runs_ahead,
+    gpu_prefetch_runs_ahead,
+    #[cfg(feature = "kernel-emu")]
+    emu_abandoned_epochs_return_their_slots,
+    gpu_abandoned_epochs_return_their_slots,
+    gpu_nvjpeg_route_matches_the_cpu_backend,
+    pipeline_and_batch_are_send,
+);
 
 /// Where the device instance runs, and how it decodes.
 #[derive(Clone, Copy)]
@@ -29,18 +62,14 @@ struct Target {
     gpu_decode: bool,
 }
 
-fn gpu_or_skip(test: &str) -> Option<Target> {
-    match gpufeed::cuda::devices() {
-        Ok(_) => Some(Target {
-            device: Device::Cuda(0),
-            exact: false,
-            gpu_decode: false,
-        }),
-        Err(e) => {
-            common::skip(test, "GPUFEED_REQUIRE_GPU", format!("no CUDA device: {e}"));
-            None
-        }
-    }
+/// CUDA device 0, comparing the CPU decode route.
+fn gpu() -> Result<Target, common::NotRun> {
+    common::need_gpu()?;
+    Ok(Target {
+        device: Device::Cuda(0),
+        exact: false,
+        gpu_decode: false,
+    })
 }
 
 fn base(source: Source, device: Device) -> PipelineBuilder {
@@ -281,7 +310,6 @@ fn prefetch_runs_ahead(t: Target) {
     assert_eq!((n, it.ready()), (28, 0));
 }
 
-#[test]
 fn cpu_prefetch_runs_ahead() {
     prefetch_runs_ahead(Target {
         device: Device::Cpu,
@@ -293,7 +321,6 @@ fn cpu_prefetch_runs_ahead() {
 macro_rules! device_test {
     ($body:ident, $emu:ident, $gpu:ident) => {
         #[cfg(feature = "kernel-emu")]
-        #[test]
         fn $emu() {
             for gpu_decode in [false, true] {
                 $body(Target {
@@ -304,11 +331,9 @@ macro_rules! device_test {
             }
         }
 
-        #[test]
-        fn $gpu() {
-            if let Some(t) = gpu_or_skip(stringify!($gpu)) {
-                $body(t);
-            }
+        fn $gpu() -> Outcome {
+            $body(gpu()?);
+            Ok(())
         }
     };
 }
@@ -345,12 +370,8 @@ device_test!(
 /// decoder's (tests/nvjpeg_decode.rs holds them to 35 dB per image), and a
 /// crop can sit where they differ most; a staging, arena or stream-order
 /// bug shows as garbage, far below this.
-#[test]
-fn gpu_nvjpeg_route_matches_the_cpu_backend() {
-    let test = "gpu_nvjpeg_route_matches_the_cpu_backend";
-    if gpu_or_skip(test).is_none() {
-        return;
-    }
+fn gpu_nvjpeg_route_matches_the_cpu_backend() -> Outcome {
+    gpu()?;
     let f = |b: PipelineBuilder| {
         b.dtype(DType::U8)
             .normalize(None)
@@ -400,11 +421,11 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() {
         s.decoded_hardware + s.decoded_cuda > 0,
         "nvJPEG decoded nothing"
     );
+    Ok(())
 }
 
 /// Trainers move pipelines and batches across threads (a loader thread, a
 /// training thread); the CUDA types inside must not prevent it.
-#[test]
 fn pipeline_and_batch_are_send() {
     fn send<T: Send>() {}
     send::<Pipeline>();

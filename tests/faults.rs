@@ -5,6 +5,19 @@
 
 mod common;
 
+use common::Outcome;
+
+common::tests!(
+    eio_fails_only_the_files_it_hits,
+    short_reads_end_typed,
+    slow_storage_keeps_the_window_and_reports_waits,
+    files_deleted_after_listing_are_named,
+    unreadable_files_are_named,
+    #[cfg(feature = "kernel-emu")]
+    staging_too_large_to_allocate_is_an_error,
+    absurd_staging_is_refused_by_build,
+);
+
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -63,7 +76,6 @@ impl ReadBytes for Eio {
     }
 }
 
-#[test]
 fn eio_fails_only_the_files_it_hits() {
     let source = Source::image_folder(common::sample_dir()).unwrap();
     let all: Vec<PathBuf> = source.samples().iter().map(|s| s.path.clone()).collect();
@@ -108,7 +120,6 @@ impl ReadBytes for Short {
     }
 }
 
-#[test]
 fn short_reads_end_typed() {
     for keep in [0, 1, 2, 200, 2_000, 20_000] {
         let source = Source::image_folder(common::sample_dir()).unwrap();
@@ -145,7 +156,6 @@ impl ReadBytes for Slow {
     }
 }
 
-#[test]
 fn slow_storage_keeps_the_window_and_reports_waits() {
     let started = Arc::new(AtomicUsize::new(0));
     let source = Source::image_folder(common::sample_dir()).unwrap();
@@ -183,7 +193,6 @@ fn slow_storage_keeps_the_window_and_reports_waits() {
     assert!(stats.read >= Duration::from_millis(20) * n as u32);
 }
 
-#[test]
 fn files_deleted_after_listing_are_named() {
     let (dir, good, _bad) = common::corrupt_dataset();
     let source = Source::image_folder(dir.path()).unwrap();
@@ -206,16 +215,15 @@ fn files_deleted_after_listing_are_named() {
     }
 }
 
-#[test]
-fn unreadable_files_are_named() {
+fn unreadable_files_are_named() -> Outcome {
     use std::os::unix::fs::PermissionsExt;
     let (dir, good, _bad) = common::corrupt_dataset();
     let locked = &good[3];
     std::fs::set_permissions(locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     if std::fs::read(locked).is_ok() {
-        // root ignores file modes
-        eprintln!("SKIPPED (unreadable_files_are_named: running as root)");
-        return;
+        return Err(common::NotRun(
+            "running as root, which file modes do not stop".into(),
+        ));
     }
     let mut p = builder(Source::image_folder(dir.path()).unwrap())
         .build()
@@ -223,11 +231,11 @@ fn unreadable_files_are_named() {
     let (delivered, skipped) = run(&mut p);
     assert!(!delivered.contains(locked));
     assert!(skipped.contains(&(locked.clone(), ErrorKind::Read)));
+    Ok(())
 }
 
 /// Pools that cannot be allocated are an error from `build()`, not an abort.
 #[cfg(feature = "kernel-emu")]
-#[test]
 fn staging_too_large_to_allocate_is_an_error() {
     let err = builder(Source::image_folder(common::sample_dir()).unwrap())
         .device(Device::Emulated)
@@ -238,7 +246,6 @@ fn staging_too_large_to_allocate_is_an_error() {
     assert!(err.to_string().contains("allocate"), "{err}");
 }
 
-#[test]
 fn absurd_staging_is_refused_by_build() {
     let err = builder(Source::image_folder(common::sample_dir()).unwrap())
         .staging_bytes(usize::MAX)

@@ -1,29 +1,32 @@
 //! Every embedded kernel compiles with NVRTC for sm_80 and sm_90, and
 //! ptxas reports no local-memory spills. Needs only libnvrtc (CI installs
-//! the `nvidia-cuda-nvrtc` wheel), no GPU. With `GPUFEED_REQUIRE_NVRTC=1`
-//! a missing NVRTC fails instead of skipping.
+//! the `nvidia-cuda-nvrtc` wheel), no GPU. Without NVRTC the tests show as
+//! ignored; with `GPUFEED_REQUIRE_NVRTC=1` they fail instead.
 
 mod common;
 
+use common::Outcome;
 use gpufeed::cuda::{AUGMENT_KERNELS, kernel_sources, nvrtc};
 
-fn nvrtc_or_skip(test: &str) -> bool {
+common::tests!(
+    kernels_compile_for_sm80_and_sm90_without_spills,
+    a_broken_kernel_fails_to_compile,
+    the_cache_returns_the_same_cubin,
+    no_device_is_an_error_not_a_panic,
+);
+
+fn need_nvrtc() -> Outcome {
     if nvrtc::available() {
-        return true;
+        return Ok(());
     }
-    common::skip(
-        test,
+    Err(common::not_run(
         "GPUFEED_REQUIRE_NVRTC",
         "libnvrtc cannot be loaded (LD_LIBRARY_PATH?)",
-    );
-    false
+    ))
 }
 
-#[test]
-fn kernels_compile_for_sm80_and_sm90_without_spills() {
-    if !nvrtc_or_skip("kernels_compile_for_sm80_and_sm90_without_spills") {
-        return;
-    }
+fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
+    need_nvrtc()?;
     println!("NVRTC {:?}", nvrtc::version().unwrap());
     for arch in ["sm_80", "sm_90"] {
         for (name, src) in kernel_sources() {
@@ -65,13 +68,11 @@ fn kernels_compile_for_sm80_and_sm90_without_spills() {
             );
         }
     }
+    Ok(())
 }
 
-#[test]
-fn a_broken_kernel_fails_to_compile() {
-    if !nvrtc_or_skip("a_broken_kernel_fails_to_compile") {
-        return;
-    }
+fn a_broken_kernel_fails_to_compile() -> Outcome {
+    need_nvrtc()?;
     // One deleted semicolon in kernel code must fail the build.
     let (name, src) = &kernel_sources()[0];
     assert!(src.contains("return t;"));
@@ -80,13 +81,11 @@ fn a_broken_kernel_fails_to_compile() {
         Ok(_) => panic!("a kernel without a semicolon compiled"),
         Err(e) => assert!(e.to_string().contains("NVRTC failed"), "{e}"),
     }
+    Ok(())
 }
 
-#[test]
-fn the_cache_returns_the_same_cubin() {
-    if !nvrtc_or_skip("the_cache_returns_the_same_cubin") {
-        return;
-    }
+fn the_cache_returns_the_same_cubin() -> Outcome {
+    need_nvrtc()?;
     let dir = tempfile::tempdir().unwrap();
     let (name, src) = &kernel_sources()[0];
     let a = nvrtc::compile_cached_in(Some(dir.path()), name, src, "sm_80").unwrap();
@@ -94,9 +93,9 @@ fn the_cache_returns_the_same_cubin() {
     assert_eq!(a.image, b.image);
     assert_eq!(b.log, "(from cache)");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    Ok(())
 }
 
-#[test]
 fn no_device_is_an_error_not_a_panic() {
     match gpufeed::cuda::devices() {
         Ok(devs) => println!("devices: {devs:?}"),

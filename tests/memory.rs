@@ -44,6 +44,12 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+// The tests measure the whole process: the harness runs them one at a time.
+common::serial_tests!(
+    rss_and_pools_stay_flat_over_twenty_epochs,
+    gpu_rss_and_pools_stay_flat_over_twenty_epochs,
+);
+
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
@@ -108,12 +114,14 @@ fn twenty_epochs(device: Device) {
     );
 }
 
-#[test]
 fn rss_and_pools_stay_flat_over_twenty_epochs() {
     twenty_epochs(Device::Cpu);
     #[cfg(feature = "kernel-emu")]
     twenty_epochs(Device::Emulated);
-    if gpufeed::cuda::devices().is_ok() {
-        twenty_epochs(Device::Cuda(0));
-    }
+}
+
+fn gpu_rss_and_pools_stay_flat_over_twenty_epochs() -> common::Outcome {
+    common::need_gpu()?;
+    twenty_epochs(Device::Cuda(0));
+    Ok(())
 }

@@ -1,40 +1,39 @@
 //! nvJPEG bindings load against the library (CI: the `nvidia-nvjpeg`
 //! wheel) and fail with typed errors, not crashes, when there is no GPU.
-//! With `GPUFEED_REQUIRE_NVJPEG=1` a missing library fails instead of
-//! skipping.
+//! Without the library they show as ignored; with
+//! `GPUFEED_REQUIRE_NVJPEG=1` they fail instead.
 
 mod common;
 
+use common::Outcome;
 use gpufeed::decode::nvjpeg;
 
-fn lib_or_skip(test: &str) -> bool {
+common::tests!(
+    reports_its_version,
+    handle_without_a_gpu_is_a_typed_error,
+    routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu,
+);
+
+fn need_nvjpeg() -> Outcome {
     match nvjpeg::library() {
         Ok(lib) => {
             println!("loaded {}", lib.name);
-            true
+            Ok(())
         }
-        Err(e) => {
-            common::skip(test, "GPUFEED_REQUIRE_NVJPEG", e);
-            false
-        }
+        Err(e) => Err(common::not_run("GPUFEED_REQUIRE_NVJPEG", e)),
     }
 }
 
-#[test]
-fn reports_its_version() {
-    if !lib_or_skip("reports_its_version") {
-        return;
-    }
+fn reports_its_version() -> Outcome {
+    need_nvjpeg()?;
     let (major, minor, patch) = nvjpeg::version().unwrap();
     println!("nvJPEG {major}.{minor}.{patch}");
     assert!(major >= 12, "nvJPEG {major}.{minor}.{patch}");
+    Ok(())
 }
 
-#[test]
-fn handle_without_a_gpu_is_a_typed_error() {
-    if !lib_or_skip("handle_without_a_gpu_is_a_typed_error") {
-        return;
-    }
+fn handle_without_a_gpu_is_a_typed_error() -> Outcome {
+    need_nvjpeg()?;
     let handle = nvjpeg::Handle::new();
     match gpufeed::cuda::devices() {
         Err(no_gpu) => {
@@ -48,6 +47,7 @@ fn handle_without_a_gpu_is_a_typed_error() {
             drop(h);
         }
     }
+    Ok(())
 }
 
 /// The routing rule (issue 5) over the corpus files nvJPEG 13.0 decoded
@@ -55,12 +55,8 @@ fn handle_without_a_gpu_is_a_typed_error() {
 /// factors go to the CPU decoder; gray files with 2x2 sampling stay on
 /// CUDA's decoder but not the hardware engine's. Plain 4:2:0 and gray
 /// photos stay on nvJPEG. Header parsing only: no library, no GPU.
-#[test]
-fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() {
-    let Some(corpus) = common::corpus("routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu")
-    else {
-        return;
-    };
+fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() -> Outcome {
+    let corpus = common::corpus()?;
     let header = |f: &str| {
         let bytes = std::fs::read(corpus.join("tricky").join(f)).unwrap();
         gpufeed::jpeg::parse_header(&bytes, gpufeed::jpeg::DEFAULT_MAX_PIXELS).unwrap()
@@ -94,4 +90,5 @@ fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() {
         assert!(!h.is_rgb(), "{f}: YCbCr");
         assert!(nvjpeg::hardware_takes(&h), "{f}: for the engine");
     }
+    Ok(())
 }

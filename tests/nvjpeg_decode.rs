@@ -6,10 +6,12 @@
 //! differ, so bit equality is not expected). Damaged files ([`damaged`])
 //! are held to the geometry only: decoders conceal damage each their own
 //! way, so there is no one right picture to be within 35 dB of; their PSNR
-//! is printed. Without a GPU every test prints `SKIPPED (...)`, unless
-//! `GPUFEED_REQUIRE_GPU=1`.
+//! is printed. Without a GPU the tests show as ignored with the reason;
+//! with `GPUFEED_REQUIRE_GPU=1` they fail instead.
 
 mod common;
+
+use common::Outcome;
 
 use std::path::{Path, PathBuf};
 
@@ -18,17 +20,23 @@ use gpufeed::decode::{CpuDecoder, Image};
 use gpufeed::jpeg::{DEFAULT_MAX_PIXELS, parse_header};
 use gpufeed::{Device, Pipeline, pipeline::OnError};
 
-fn gpu_or_skip(test: &str) -> bool {
+common::tests!(
+    nvjpeg_routes_match_the_cpu_decoder,
+    hardware_window_decode_equals_full_decode_cropped,
+    decoupled_window_decode_equals_full_decode_cropped,
+    mixed_dataset_epoch_completes_on_the_gpu,
+    nvjpeg_routes_survive_the_fuzz_corpus,
+    damaged_files_are_told_apart,
+    nvjpeg_route_is_independent_of_thread_counts,
+);
+
+fn need_gpu() -> Outcome {
     match gpufeed::cuda::devices().and_then(|_| nvjpeg::version()) {
-        Ok(_) => true,
-        Err(e) => {
-            common::skip(
-                test,
-                "GPUFEED_REQUIRE_GPU",
-                format!("no CUDA device or nvJPEG: {e}"),
-            );
-            false
-        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(common::not_run(
+            "GPUFEED_REQUIRE_GPU",
+            format!("no CUDA device or nvJPEG: {e}"),
+        )),
     }
 }
 
@@ -145,14 +153,9 @@ impl Checker {
     }
 }
 
-#[test]
-fn nvjpeg_routes_match_the_cpu_decoder() {
-    if !gpu_or_skip("nvjpeg_routes_match_the_cpu_decoder") {
-        return;
-    }
-    let Some(corpus) = common::corpus("nvjpeg_routes_match_the_cpu_decoder") else {
-        return;
-    };
+fn nvjpeg_routes_match_the_cpu_decoder() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
     let mut cpu = CpuDecoder::new(false);
     let mut report = Vec::new();
     let mut checker = Checker::new();
@@ -210,6 +213,7 @@ fn nvjpeg_routes_match_the_cpu_decoder() {
     println!("{}", report.join("\n"));
     println!("{}", checker.concealed.join("\n"));
     assert!(checker.bad.is_empty(), "{}", checker.bad.join("\n"));
+    Ok(())
 }
 
 /// `img`'s window `(x, y, w, h)`.
@@ -234,24 +238,18 @@ fn crop(img: &Image, (x, y, w, h): (u32, u32, u32, u32)) -> Image {
 /// the decoder comparison above (chroma upsampling at the window's border
 /// may differ by a rounding). On the H100 (2026-11-22) the engine's 556
 /// windows over `tricky/` were bit-identical.
-fn window_decode_equals_full_decode_cropped(test: &str, route: Route) {
-    if !gpu_or_skip(test) {
-        return;
-    }
-    let Some(corpus) = common::corpus(test) else {
-        return;
-    };
+fn window_decode_equals_full_decode_cropped(route: Route) -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
     let (mut compared, mut refused, mut checker) = (0, 0, Checker::new());
     let mut decoded_any = false;
     let mut dec = match nvjpeg::HostDecoder::new(route) {
         Ok(d) => d,
         Err(e) if route == Route::Hardware => {
-            common::skip(
-                test,
+            return Err(common::not_run(
                 "GPUFEED_REQUIRE_HW_JPEG",
                 format!("no hardware decoder: {e}"),
-            );
-            return;
+            ));
         }
         Err(e) => panic!("{route:?} decoder: {e}"),
     };
@@ -295,12 +293,10 @@ fn window_decode_equals_full_decode_cropped(test: &str, route: Route) {
         }
     }
     if !decoded_any && route == Route::Hardware {
-        common::skip(
-            test,
+        return Err(common::not_run(
             "GPUFEED_REQUIRE_HW_JPEG",
             "this GPU has no hardware JPEG engine",
-        );
-        return;
+        ));
     }
     println!(
         "{route:?}: {compared} windows compared, worst PSNR of intact files {:.1} dB, \
@@ -310,37 +306,25 @@ fn window_decode_equals_full_decode_cropped(test: &str, route: Route) {
     println!("{}", checker.concealed.join("\n"));
     assert!(compared > 0, "{route:?} decoded no window");
     assert!(checker.bad.is_empty(), "{}", checker.bad.join("\n"));
+    Ok(())
 }
 
-#[test]
-fn hardware_window_decode_equals_full_decode_cropped() {
-    window_decode_equals_full_decode_cropped(
-        "hardware_window_decode_equals_full_decode_cropped",
-        Route::Hardware,
-    );
+fn hardware_window_decode_equals_full_decode_cropped() -> Outcome {
+    window_decode_equals_full_decode_cropped(Route::Hardware)
 }
 
 /// The same on the decoupled CUDA route, which the batched CUDA API cannot
 /// do (nvjpegDecodeBatchedEx takes windows on the hardware engine only).
-#[test]
-fn decoupled_window_decode_equals_full_decode_cropped() {
-    window_decode_equals_full_decode_cropped(
-        "decoupled_window_decode_equals_full_decode_cropped",
-        Route::CudaDecoupled,
-    );
+fn decoupled_window_decode_equals_full_decode_cropped() -> Outcome {
+    window_decode_equals_full_decode_cropped(Route::CudaDecoupled)
 }
 
 /// A dataset mixing baseline, progressive, CMYK, grayscale, 12-bit and
 /// corrupt files (the corpus's tricky folder plus photos) completes an
 /// epoch on the GPU pipeline with nvJPEG, every file accounted for.
-#[test]
-fn mixed_dataset_epoch_completes_on_the_gpu() {
-    if !gpu_or_skip("mixed_dataset_epoch_completes_on_the_gpu") {
-        return;
-    }
-    let Some(corpus) = common::corpus("mixed_dataset_epoch_completes_on_the_gpu") else {
-        return;
-    };
+fn mixed_dataset_epoch_completes_on_the_gpu() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
     let mut all = files(&corpus, "tricky");
     all.extend(files(&corpus, "photos"));
     // Share 1: the engine's batches (the default); share 0: CUDA, begun
@@ -384,6 +368,7 @@ fn mixed_dataset_epoch_completes_on_the_gpu() {
     }
     // Which route decodes a file must not decide whether it is delivered.
     assert_eq!(delivered_per_share[0], delivered_per_share[1]);
+    Ok(())
 }
 
 /// Every fuzzed file of the corpus that the pipeline would send to nvJPEG,
@@ -391,19 +376,15 @@ fn mixed_dataset_epoch_completes_on_the_gpu() {
 /// typed error, and the device still decodes a photo correctly after them
 /// (a fault in nvJPEG's kernels would have killed the context). The
 /// decoupled route Huffman-decodes the large ones on the GPU.
-#[test]
-fn nvjpeg_routes_survive_the_fuzz_corpus() {
-    let test = "nvjpeg_routes_survive_the_fuzz_corpus";
-    if !gpu_or_skip(test) {
-        return;
-    }
-    let Some(corpus) = common::corpus(test) else {
-        return;
-    };
+fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
     let fuzz = files(&corpus, "fuzz");
     if fuzz.is_empty() {
-        common::skip(test, "GPUFEED_REQUIRE_CORPUS", "the corpus has no fuzz/");
-        return;
+        return Err(common::not_run(
+            "GPUFEED_REQUIRE_CORPUS",
+            "the corpus has no fuzz/",
+        ));
     }
     let photo = std::fs::read(&files(&common::sample_dir(), "cat")[0]).unwrap();
     let mut want = Image::default();
@@ -446,23 +427,19 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() {
             "{route:?}: photo after the fuzz corpus at {p:.1} dB"
         );
     }
+    Ok(())
 }
 
 /// The damage test above, on the CPU: the corpus's truncated and corrupt
 /// files are damaged, every photo and the header oddities are not.
-#[test]
-fn damaged_files_are_told_apart() {
-    let Some(corpus) = common::corpus("damaged_files_are_told_apart") else {
-        return;
-    };
+fn damaged_files_are_told_apart() -> Outcome {
+    let corpus = common::corpus()?;
     if !corpus.join("tricky").is_dir() {
         // A trimmed corpus (a second transfer to a GPU box).
-        common::skip(
-            "damaged_files_are_told_apart",
+        return Err(common::not_run(
             "GPUFEED_REQUIRE_CORPUS",
             "the corpus has no tricky/",
-        );
-        return;
+        ));
     }
     let is_damaged = |rel: &str| {
         let p = corpus.join(rel);
@@ -489,18 +466,15 @@ fn damaged_files_are_told_apart() {
         let bytes = std::fs::read(&f).unwrap();
         assert!(!damaged(&f, &bytes), "{} found damaged", f.display());
     }
+    Ok(())
 }
 
 /// The nvJPEG route's pixels are a function of the seed, not of thread
 /// counts: which worker runs a host phase, whether a pooled decoder was
 /// free or the batch thread decoded the sample itself, must not show.
 /// Every route at shares 0 and 0.5, one worker against six, byte for byte.
-#[test]
-fn nvjpeg_route_is_independent_of_thread_counts() {
-    let test = "nvjpeg_route_is_independent_of_thread_counts";
-    if !gpu_or_skip(test) {
-        return;
-    }
+fn nvjpeg_route_is_independent_of_thread_counts() -> Outcome {
+    need_gpu()?;
     for share in [0.0, 0.5] {
         let run = |workers: usize| {
             let mut p = Pipeline::builder()
@@ -539,4 +513,5 @@ fn nvjpeg_route_is_independent_of_thread_counts() {
             );
         }
     }
+    Ok(())
 }

@@ -7,6 +7,16 @@
 
 mod common;
 
+use common::Outcome;
+
+common::tests!(
+    go_fixtures_match_reference_png,
+    go_corpus_matches_reference_png,
+    jpeg_decoder_reftests_match_reference_png,
+    exif_orientations_come_out_upright,
+    dali_orientation_files_follow_their_tag,
+);
+
 use std::path::{Path, PathBuf};
 
 use gpufeed::decode::{CpuBackend, CpuDecoder, Image};
@@ -119,7 +129,6 @@ fn luma(img: &Image) -> Image {
     }
 }
 
-#[test]
 fn go_fixtures_match_reference_png() {
     check_go(
         &fixtures().join("go"),
@@ -132,11 +141,8 @@ fn go_fixtures_match_reference_png() {
     );
 }
 
-#[test]
-fn go_corpus_matches_reference_png() {
-    let Some(corpus) = common::corpus("go_corpus_matches_reference_png") else {
-        return;
-    };
+fn go_corpus_matches_reference_png() -> Outcome {
+    let corpus = common::corpus()?;
     let dir = corpus.join("tricky/go");
     let refs = dir.join("reference_png");
     let mut pairs = Vec::new();
@@ -158,6 +164,7 @@ fn go_corpus_matches_reference_png() {
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
     check_go(&dir, &pairs);
+    Ok(())
 }
 
 /// The `jpeg-decoder` crate's reftests: PNGs are libjpeg-turbo decodes.
@@ -167,14 +174,12 @@ fn go_corpus_matches_reference_png() {
 /// (the references use a box filter there) dominates: for those, luma is
 /// compared with the same bound. Files zune-jpeg refuses (lossless, which
 /// the reftests also cover) must fail with a typed error.
-#[test]
-fn jpeg_decoder_reftests_match_reference_png() {
-    let Some(corpus) = common::corpus("jpeg_decoder_reftests") else {
-        return;
-    };
+fn jpeg_decoder_reftests_match_reference_png() -> Outcome {
+    let corpus = common::corpus()?;
     for backend in common::backends() {
         reftests(&corpus, backend);
     }
+    Ok(())
 }
 
 fn reftests(corpus: &Path, backend: CpuBackend) {
@@ -225,7 +230,6 @@ fn reftests(corpus: &Path, backend: CpuBackend) {
 /// the transform, so blocks fall differently: measured 4.7-4.9 for all
 /// seven), while the same files decoded without orientation are over 10
 /// away.
-#[test]
 fn exif_orientations_come_out_upright() {
     for backend in common::backends() {
         orientations(backend);
@@ -261,11 +265,8 @@ fn orientations(backend: CpuBackend) {
 /// only in the EXIF orientation tag, so each must decode to exactly the
 /// no-orientation picture transformed as its tag says (T.81 output plus
 /// EXIF 2.32 §4.6.4), and to the untouched picture when orientation is off.
-#[test]
-fn dali_orientation_files_follow_their_tag() {
-    let Some(corpus) = common::corpus("dali_orientation_files_follow_their_tag") else {
-        return;
-    };
+fn dali_orientation_files_follow_their_tag() -> Outcome {
+    let corpus = common::corpus()?;
     let dir = corpus.join("tricky/dali-extra");
     for backend in common::backends() {
         let base = decode(&dir.join("padlock-406986_640_no_orientation.jpg"), backend);
@@ -300,4 +301,5 @@ fn dali_orientation_files_follow_their_tag() {
         seen.sort();
         assert_eq!(seen, [1, 2, 3, 4, 5, 6, 7, 8]);
     }
+    Ok(())
 }

@@ -2,7 +2,8 @@
 //! batches in flight and with the consumer still holding batches. Every
 //! drop must return promptly (a watchdog aborts on a hang), and at the end
 //! the thread count is back to where it started and RSS has not grown.
-//! One test in its own binary, so no other test's threads are counted.
+//! Its own binary, run one test at a time, so no other test's threads are
+//! counted.
 
 mod common;
 #[path = "common/proc.rs"]
@@ -16,26 +17,33 @@ use gpufeed::{Device, Pipeline, Source};
 /// A cycle that takes longer than this is a hang.
 const HANG: Duration = Duration::from_secs(120);
 
-fn devices() -> Vec<Device> {
+// Each test counts the process's threads: the harness runs them one at a
+// time.
+common::serial_tests!(
+    two_hundred_create_iterate_drop_cycles,
+    gpu_two_hundred_create_iterate_drop_cycles,
+);
+
+fn two_hundred_create_iterate_drop_cycles() {
+    #[cfg_attr(not(feature = "kernel-emu"), allow(unused_mut))]
     let mut d = vec![Device::Cpu];
-    if cfg!(feature = "kernel-emu") {
-        #[cfg(feature = "kernel-emu")]
-        d.push(Device::Emulated);
-    }
-    if gpufeed::cuda::devices().is_ok() {
-        d.push(Device::Cuda(0));
-    }
-    d
+    #[cfg(feature = "kernel-emu")]
+    d.push(Device::Emulated);
+    cycles(&d);
 }
 
-#[test]
-fn two_hundred_create_iterate_drop_cycles() {
+fn gpu_two_hundred_create_iterate_drop_cycles() -> common::Outcome {
+    common::need_gpu()?;
+    cycles(&[Device::Cuda(0)]);
+    Ok(())
+}
+
+fn cycles(devices: &[Device]) {
     let source = Source::image_folder(common::sample_dir()).unwrap();
-    let devices = devices();
     // One pipeline per device first: the CUDA driver's own threads belong
     // to the process's context, which outlives pipelines (cuda::context),
     // so they are counted in the baseline, not as a leak.
-    for &device in &devices {
+    for &device in devices {
         let mut p = Pipeline::builder()
             .source(source.clone())
             .device(device)

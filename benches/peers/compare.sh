@@ -32,14 +32,15 @@ run() { # name, command... (JSON on stdout); a peer that fails is reported and s
   if r=$("$@" 2>"$log"); then results+=("$name	${r//$'\n'/ }")
   else echo "   skipped: $(tail -1 "$log")" >&2; fi
 }
-# --antialias: Pillow's resize with a box antialiases too, so both filter alike.
+# gpufeed antialiases by default; Pillow's resize with a box antialiases too,
+# so both filter alike.
 run "gpufeed cpu" "$gpufeed" bench "$data" --device cpu --epochs "$epochs" --batch 64 \
-  --antialias --workers "$cores" --json
+  --workers "$cores" --json
 run "pillow-cpu" python3 benches/peers/pillow_pipeline.py "$data" \
   --workers "$cores" --batch 64 --epochs "$epochs"
 if nvidia-smi -L >/dev/null 2>&1; then
   run "gpufeed cuda" "$gpufeed" bench "$data" --device cuda:0 --epochs "$epochs" --batch 256 \
-    --dtype f16 --antialias --workers "$cores" --json
+    --dtype f16 --workers "$cores" --json
   run "torchvision gpu" python3 benches/peers/torchvision_gpu.py "$data" --batch 256 \
     --epochs "$epochs" --threads "$cores"
   run "dali" python3 benches/peers/dali_pipeline.py "$data" --batch 256 --epochs "$epochs" \

@@ -133,9 +133,13 @@ impl View {
         }
     }
 
-    /// Set the transform.
+    /// Set the transform, and the left-right flip probability to the
+    /// transform's default ([`Transform::default_flip_h`]: 0.5 for
+    /// RandomResizedCrop, 0 for evaluation and resize); call
+    /// [`View::flip_h`] after this to choose another.
     pub fn transform(mut self, t: Transform) -> View {
         self.transform = t;
+        self.flip_h = t.default_flip_h();
         self
     }
 

@@ -42,6 +42,18 @@ impl Transform {
         scale: (0.08, 1.0),
         ratio: (3.0 / 4.0, 4.0 / 3.0),
     };
+
+    /// The left-right flip probability a pipeline uses with this transform
+    /// when none is set: 0.5 for [`Transform::RandomResizedCrop`] (the
+    /// `RandomHorizontalFlip()` of torchvision's ImageNet training recipe),
+    /// 0 for [`Transform::CenterCrop`] and [`Transform::Resize`] (torchvision's
+    /// and DALI's evaluation pipelines do not flip; issue 15).
+    pub fn default_flip_h(self) -> f32 {
+        match self {
+            Transform::RandomResizedCrop { .. } => 0.5,
+            Transform::CenterCrop { .. } | Transform::Resize => 0.0,
+        }
+    }
 }
 
 /// One output axis mapped onto the source: output pixel `o` samples source

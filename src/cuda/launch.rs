@@ -141,7 +141,6 @@ impl AugmentKernels {
     }
 
     /// Download (waits for the stream).
-    #[cfg(test)]
     pub(crate) fn download<T: DeviceRepr + Default + Clone>(
         &self,
         data: &CudaSlice<T>,

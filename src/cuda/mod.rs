@@ -15,6 +15,8 @@ pub mod bench;
 pub(crate) mod desc;
 #[cfg(feature = "kernel-emu")]
 pub(crate) mod emu;
+#[doc(hidden)]
+pub mod kernel_check;
 pub(crate) mod launch;
 pub mod nvrtc;
 pub(crate) mod stage;
@@ -127,6 +129,3 @@ const AUGMENT_CUH: &str = include_str!("../../kernels/augment.cuh");
 fn inline_header(src: &str) -> String {
     src.replace("#include \"augment.cuh\"", AUGMENT_CUH)
 }
-
-#[cfg(test)]
-mod kernel_tests;

@@ -114,7 +114,8 @@ pub struct PipelineBuilder {
     on_error: OnError,
     size: (usize, usize),
     transform: Transform,
-    flip_h: f32,
+    /// `None`: the transform's default (`Transform::default_flip_h`).
+    flip_h: Option<f32>,
     flip_v: f32,
     views: Option<Vec<View>>,
     antialias: bool,
@@ -149,10 +150,10 @@ impl Default for PipelineBuilder {
             on_error: OnError::Skip,
             size: (224, 224),
             transform: Transform::RANDOM_RESIZED_CROP,
-            flip_h: 0.5,
+            flip_h: None,
             flip_v: 0.0,
             views: None,
-            antialias: false,
+            antialias: true,
             dtype: DType::F32,
             layout: Layout::Nchw,
             normalize: Some(Normalize::IMAGENET),
@@ -260,17 +261,21 @@ impl PipelineBuilder {
         self
     }
 
-    /// Geometry of the output: [`Transform::RandomResizedCrop`] with
-    /// torchvision's defaults unless set; [`Transform::CenterCrop`] for
-    /// evaluation.
+    /// Geometry of the output. Default [`Transform::RANDOM_RESIZED_CROP`]
+    /// (torchvision's defaults); [`Transform::CenterCrop`] for evaluation.
+    /// Unless [`flip_h`](Self::flip_h) is set, the flip follows the
+    /// transform: 0.5 for RandomResizedCrop, none for CenterCrop and Resize,
+    /// as in torchvision's and DALI's training and evaluation pipelines.
     pub fn transform(mut self, transform: Transform) -> Self {
         self.transform = transform;
         self
     }
 
-    /// Probability of mirroring a sample left-right. Default 0.5.
+    /// Probability of mirroring a sample left-right. Default: the
+    /// transform's ([`Transform::default_flip_h`]): 0.5 for
+    /// RandomResizedCrop, 0 for CenterCrop and Resize.
     pub fn flip_h(mut self, p: f32) -> Self {
-        self.flip_h = p;
+        self.flip_h = Some(p);
         self
     }
 
@@ -291,8 +296,10 @@ impl PipelineBuilder {
     }
 
     /// Antialias when shrinking: a triangle filter over the source
-    /// footprint, like torchvision `antialias=True` (its default for
-    /// tensors in v2) and PIL. Default false: plain bilinear.
+    /// footprint, like torchvision v2's `antialias=True` (the default of
+    /// `RandomResizedCrop` and `Resize` since torchvision 0.17), PIL and
+    /// DALI. Default true; false gives plain bilinear interpolation
+    /// (torchvision's `antialias=False`).
     pub fn antialias(mut self, yes: bool) -> Self {
         self.antialias = yes;
         self
@@ -403,7 +410,7 @@ impl PipelineBuilder {
                 height: self.size.0,
                 width: self.size.1,
                 transform: self.transform,
-                flip_h: self.flip_h,
+                flip_h: self.flip_h.unwrap_or(self.transform.default_flip_h()),
                 flip_v: self.flip_v,
                 count: 1,
             }]

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::PathBuf;
 
@@ -16,31 +16,43 @@ pub(crate) fn sample_dir() -> PathBuf {
     }
 }
 
+pub(crate) mod harness;
+pub(crate) use harness::{NotRun, Outcome, serial_tests, tests};
+
 /// The shared test corpus: `$GPUFEED_CORPUS`, else `../shared/testdata`
-/// beside the repository. `None` (after printing why) when absent.
-pub(crate) fn corpus(test: &str) -> Option<PathBuf> {
+/// beside the repository. Without it the test is not run (a failure under
+/// `GPUFEED_REQUIRE_CORPUS=1`).
+pub(crate) fn corpus() -> Result<PathBuf, NotRun> {
     let dir = std::env::var_os("GPUFEED_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata"));
     if dir.join("MANIFEST.tsv").is_file() {
-        Some(dir)
+        Ok(dir)
     } else {
-        eprintln!(
-            "SKIPPED ({test}: corpus not found at {}; set GPUFEED_CORPUS)",
-            dir.display()
-        );
-        None
+        Err(not_run(
+            "GPUFEED_REQUIRE_CORPUS",
+            format!("corpus not found at {}; set GPUFEED_CORPUS", dir.display()),
+        ))
     }
 }
 
-/// A test that cannot run here: print `SKIPPED (...)` and return, or fail
-/// when the environment variable `require` is `1` (the GPU runner and CI
-/// set them, so a skip there is a failure, never a silent pass).
-pub(crate) fn skip(test: &str, require: &str, why: impl std::fmt::Display) {
+/// A test that cannot run here: it shows as ignored with `why` in the
+/// runner's summary, or fails when the environment variable `require` is
+/// `1` (the GPU runner and CI set them, so a test that could not run there
+/// is a failure, never a silent pass).
+pub(crate) fn not_run(require: &str, why: impl std::fmt::Display) -> NotRun {
     if std::env::var(require).as_deref() == Ok("1") {
-        panic!("{test}: {require}=1 but {why}");
+        panic!("{require}=1 but {why}");
     }
-    eprintln!("SKIPPED ({test}: {why})");
+    NotRun(why.to_string())
+}
+
+/// CUDA device 0, or why not: ignored, or a failure under
+/// `GPUFEED_REQUIRE_GPU=1`.
+pub(crate) fn need_gpu() -> Result<(), NotRun> {
+    gpufeed::cuda::devices()
+        .map(drop)
+        .map_err(|e| not_run("GPUFEED_REQUIRE_GPU", format!("no CUDA device: {e}")))
 }
 
 /// A source of `files` under `root`, every one labelled 0 (the corpus has

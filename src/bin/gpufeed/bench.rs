@@ -38,9 +38,9 @@ pub(crate) struct Args {
     /// size*8/7, centre crop) or resize (squash the whole image).
     #[arg(long, default_value = "train", value_parser = ["train", "eval", "resize"])]
     transform: String,
-    /// Antialiased (triangle-filter) shrinking, like torchvision
-    /// antialias=True.
-    #[arg(long)]
+    /// Antialiased (triangle-filter) shrinking, like torchvision v2's
+    /// default antialias=True; `--antialias false` for plain bilinear.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     antialias: bool,
     /// Output layout: nchw or nhwc.
     #[arg(long, default_value = "nchw", value_parser = parse_layout)]
@@ -237,7 +237,6 @@ fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> any
             "resize" => Transform::Resize,
             _ => Transform::RANDOM_RESIZED_CROP,
         })
-        .flip_h(if args.transform == "train" { 0.5 } else { 0.0 })
         .antialias(args.antialias)
         .cpu_backend(args.cpu_decoder)
         .gpu_decode(!args.cpu_decode)
@@ -541,7 +540,11 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
         args.dtype.name(),
         args.layout,
         args.transform,
-        if args.antialias { " (antialias)" } else { "" },
+        if args.antialias {
+            " (antialias)"
+        } else {
+            " (no antialias)"
+        },
         args.cpu_decoder,
     );
     println!(

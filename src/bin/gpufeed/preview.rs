@@ -54,7 +54,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .output_size(args.size, args.size)
         .transform(transform)
-        .flip_h(if args.eval { 0.0 } else { 0.5 })
         .dtype(DType::F32)
         .layout(Layout::Nchw)
         .normalize(Some(Normalize::IMAGENET))
