@@ -10,6 +10,7 @@ common::tests!(
     scan_good_folder_exits_0,
     scan_lists_bad_files_and_exits_1,
     scan_tricky_corpus_exits_1,
+    scan_takes_a_file_several_files_and_folders,
     preview_writes_a_labelled_contact_sheet,
     kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
@@ -232,4 +233,39 @@ fn bench_sweeps_settings_and_writes_json_and_csv() {
     let (code, _, err) = gpufeed(&["bench", "--sweep", "colour=red"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown --sweep key"), "{err}");
+}
+
+/// Issue 15: `scan` takes a file, several files, a folder or a mix, and an
+/// OS error names its path once.
+fn scan_takes_a_file_several_files_and_folders() {
+    let sample = common::sample_dir();
+    let cat = sample.join("cat/cat-300572_1280.jpg");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jpeg");
+    std::fs::write(&bad, b"GIF89a").unwrap();
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+
+    let (code, out, err) = gpufeed(&["scan", &s(&cat)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 files: 1 decoded, 0 typed errors"), "{out}");
+
+    let (code, out, _) = gpufeed(&["scan", &s(&cat), &s(&bad)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("2 files: 1 decoded, 1 typed errors"), "{out}");
+    assert!(out.contains(&format!("BAD {}", bad.display())), "{out}");
+
+    // A folder and a file inside another: 28 + 1.
+    let (code, out, _) = gpufeed(&["scan", &s(&sample), &s(&bad)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("29 files: 28 decoded, 1 typed errors"),
+        "{out}"
+    );
+
+    // A file named as if it were a folder: the OS error, once, with the path.
+    let missing = cat.join("nope.jpg");
+    let (code, _, err) = gpufeed(&["scan", &s(&missing)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&s(&missing)), "{err}");
+    assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
 }

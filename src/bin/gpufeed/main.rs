@@ -34,8 +34,8 @@ enum Command {
     DecodeBench(decode_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),
-    /// Read, parse and decode every JPEG under a folder; list the bad ones.
-    /// Exit code 0 when all decode, 1 otherwise.
+    /// Read, parse and decode files, or every JPEG under folders; list the
+    /// bad ones. Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
 }
 
@@ -107,8 +107,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("gpufeed: error: {e:#}");
+            eprintln!("gpufeed: error: {}", report(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line, each said once: the library's
+/// errors already show their source in their message (`path: os error`),
+/// so a cause whose text is already there is not repeated.
+fn report(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
