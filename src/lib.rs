@@ -64,6 +64,7 @@
 #![deny(unsafe_code)]
 
 pub mod augment;
+mod contain;
 pub mod cuda;
 pub mod decode;
 pub mod error;

@@ -1,7 +1,5 @@
 //! CPU JPEG decode with `zune-jpeg` (pure Rust).
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
 use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
@@ -86,6 +84,18 @@ impl CpuDecoder {
         Ok(dec)
     }
 
+    /// The libjpeg warning of the last successful decode on the
+    /// libjpeg-turbo backend (`Corrupt JPEG data: ...`, `Premature end of
+    /// JPEG file`): the data was damaged and libjpeg concealed it, as
+    /// Pillow does. Always `None` on zune-jpeg, which reports no warnings.
+    pub fn warning(&self) -> Option<&str> {
+        #[cfg(feature = "turbojpeg")]
+        if let Some(t) = &self.turbo {
+            return t.warning.as_deref();
+        }
+        None
+    }
+
     /// The library this decoder uses.
     pub fn backend(&self) -> CpuBackend {
         #[cfg(feature = "turbojpeg")]
@@ -127,8 +137,8 @@ impl CpuDecoder {
         // bytes is the most likely place for a bug; a panic here must cost
         // one sample, not the training run.
         let guarded = |data: &[u8], target: &mut Image| {
-            catch_unwind(AssertUnwindSafe(|| zune_decode(data, header, target)))
-                .map_err(|p| SampleError::Panic(panic_message(&p)))?
+            crate::contain::contained(|| zune_decode(data, header, target))
+                .map_err(SampleError::Panic)?
         };
         if let Err(first) = guarded(data, target) {
             // libjpeg treats data that stops before EOI as a warning and
@@ -214,15 +224,5 @@ fn map_error(e: DecodeErrors) -> SampleError {
         DecodeErrors::Unsupported(s) => SampleError::Unsupported(format!("{s:?}")),
         DecodeErrors::LargeDimensions(n) => SampleError::Corrupt(format!("dimension {n}")),
         other => SampleError::Corrupt(other.to_string()),
-    }
-}
-
-pub(super) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_string()
     }
 }

@@ -1,43 +1,121 @@
-//! CPU decode with libjpeg-turbo (feature `turbojpeg`).
+//! CPU decode with libjpeg-turbo (feature `turbojpeg`), through the
+//! TurboJPEG 3 C API (`turbojpeg::raw`).
+//!
+//! Not the `turbojpeg` crate's safe `Decompressor`: its `decompress` first
+//! re-reads the header and returns that step's libjpeg *warning* (for
+//! example "Corrupt JPEG data: 5 extraneous bytes before marker 0xdb" on a
+//! file with junk between segments) as an error without decompressing, so
+//! a caller that treats warnings as success, as Pillow does, handed on an
+//! all-black image (issue 15, found by tests/differential.rs). Here the
+//! header and the pixels are one `tj3Decompress8` call, and
+//! `tj3GetErrorCode` tells a warning (pixels complete, damage concealed)
+//! from a fatal error.
+#![allow(unsafe_code)]
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ffi::{CStr, c_int};
+use std::ptr::NonNull;
+
+use turbojpeg::raw;
 
 use super::Image;
-use super::cpu::panic_message;
 use crate::error::{Error, SampleError};
 use crate::jpeg::{JpegHeader, SofKind};
 
 /// Same scan limit as the zune-jpeg route (see `cpu.rs`).
-const MAX_SCANS: u32 = 256;
+const MAX_SCANS: c_int = 256;
+
+/// A TurboJPEG decompression instance.
+struct Handle(NonNull<std::ffi::c_void>);
+
+// SAFETY: a TurboJPEG instance is plain heap state with no thread affinity;
+// TurboJPEG's documentation allows using an instance from any thread as
+// long as calls on it are not concurrent ("TurboJPEG instances are not
+// thread-safe", turbojpeg.h), which `&mut self` on every call guarantees.
+unsafe impl Send for Handle {}
+
+impl Handle {
+    fn new() -> Result<Handle, Error> {
+        // SAFETY: tj3Init has no preconditions; it returns null on failure.
+        let h = unsafe { raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as c_int) };
+        let h =
+            NonNull::new(h).ok_or_else(|| Error::Config("libjpeg-turbo: tj3Init failed".into()))?;
+        let handle = Handle(h);
+        // SAFETY: `handle` is a live decompression instance.
+        let rc = unsafe {
+            raw::tj3Set(
+                handle.0.as_ptr(),
+                raw::TJPARAM_TJPARAM_SCANLIMIT as c_int,
+                MAX_SCANS,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Config(format!(
+                "libjpeg-turbo: {}",
+                handle.error().1
+            )));
+        }
+        Ok(handle)
+    }
+
+    /// The last error: (is a warning, message).
+    fn error(&self) -> (bool, String) {
+        // SAFETY: the handle is live; tj3GetErrorStr returns a pointer to a
+        // NUL-terminated string owned by the instance, valid until the next
+        // call on it, and copied here at once.
+        unsafe {
+            let code = raw::tj3GetErrorCode(self.0.as_ptr());
+            let msg = CStr::from_ptr(raw::tj3GetErrorStr(self.0.as_ptr()))
+                .to_string_lossy()
+                .into_owned();
+            (code == raw::TJERR_TJERR_WARNING as c_int, msg)
+        }
+    }
+
+    /// A frame dimension as libjpeg reads it (after `tj3DecompressHeader`).
+    fn get(&self, param: raw::TJPARAM) -> c_int {
+        // SAFETY: the handle is live; reading a parameter has no other
+        // precondition.
+        unsafe { raw::tj3Get(self.0.as_ptr(), param as c_int) }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: the instance came from tj3Init and is destroyed once.
+        unsafe { raw::tj3Destroy(self.0.as_ptr()) }
+    }
+}
 
 pub(super) struct Turbo {
-    dec: turbojpeg::Decompressor,
+    handle: Handle,
+    /// The libjpeg warning of the last decode, if it had one.
+    pub(super) warning: Option<String>,
 }
 
 impl Turbo {
     pub(super) fn new() -> Result<Turbo, Error> {
-        let mut dec = turbojpeg::Decompressor::new()
-            .map_err(|e| Error::Config(format!("libjpeg-turbo: {e}")))?;
-        dec.set_scan_limit(MAX_SCANS)
-            .map_err(|e| Error::Config(format!("libjpeg-turbo: {e}")))?;
-        Ok(Turbo { dec })
+        Ok(Turbo {
+            handle: Handle::new()?,
+            warning: None,
+        })
     }
 
-    /// Decode one image. After a failure the TurboJPEG handle is replaced:
-    /// libjpeg's state machine is left mid-image by an error (the next
-    /// image then fails with "two SOI markers"), and one bad file must not
-    /// poison the ones after it.
+    /// Decode one image. After a failure the TurboJPEG instance is
+    /// replaced: libjpeg's state machine is left mid-image by an error (the
+    /// next image then fails with "two SOI markers"), and one bad file must
+    /// not poison the ones after it.
     pub(super) fn decode(
         &mut self,
         data: &[u8],
         header: &JpegHeader,
         out: &mut Image,
     ) -> Result<(), SampleError> {
+        self.warning = None;
         let result = self.decode_inner(data, header, out);
         if result.is_err()
-            && let Ok(fresh) = Turbo::new()
+            && let Ok(fresh) = Handle::new()
         {
-            *self = fresh;
+            self.handle = fresh;
         }
         result
     }
@@ -55,57 +133,62 @@ impl Turbo {
                 header.precision
             )));
         }
-        let corrupt = |e: turbojpeg::Error| SampleError::Corrupt(format!("libjpeg-turbo: {e}"));
-        match self.dec.read_header(data) {
-            Ok(th) if (th.width as u32, th.height as u32) != (header.width, header.height) => {
-                return Err(SampleError::Corrupt(format!(
-                    "libjpeg-turbo sees {}x{}, header parser {}x{}",
-                    th.width, th.height, header.width, header.height
-                )));
-            }
-            Ok(_) => {}
-            Err(e) if is_warning(&e) => {}
-            Err(e) => return Err(corrupt(e)),
+        let h = self.handle.0.as_ptr();
+        // SAFETY: `h` is live and `data` is a valid slice for the call.
+        let rc = unsafe { raw::tj3DecompressHeader(h, data.as_ptr(), data.len() as raw::size_t) };
+        self.check(rc)?;
+        let (tw, th) = (
+            self.handle.get(raw::TJPARAM_TJPARAM_JPEGWIDTH),
+            self.handle.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT),
+        );
+        if (tw as i64, th as i64) != (header.width as i64, header.height as i64) {
+            return Err(SampleError::Corrupt(format!(
+                "libjpeg-turbo sees {tw}x{th}, header parser {}x{}",
+                header.width, header.height
+            )));
         }
-        let (w, h) = (header.width as usize, header.height as usize);
+        let (w, hh) = (header.width as usize, header.height as usize);
         out.width = header.width;
         out.height = header.height;
         out.data.clear();
-        out.data.resize(w * h * 3, 0);
-        let image = turbojpeg::Image {
-            pixels: out.data.as_mut_slice(),
-            width: w,
-            pitch: w * 3,
-            height: h,
-            format: turbojpeg::PixelFormat::RGB,
-        };
-        // The crate asserts on buffer geometry; contain any panic like the
-        // zune-jpeg route does.
-        match catch_unwind(AssertUnwindSafe(|| self.dec.decompress(data, image)))
-            .map_err(|p| SampleError::Panic(panic_message(&p)))?
-        {
-            Ok(()) => Ok(()),
-            Err(e) if is_warning(&e) => Ok(()),
-            Err(e) => Err(corrupt(e)),
-        }
+        out.data.resize(w * hh * 3, 0);
+        let pitch = c_int::try_from(w * 3)
+            .map_err(|_| SampleError::Unsupported(format!("width {w} (libjpeg-turbo)")))?;
+        let dst = out.data.as_mut_ptr();
+        // libjpeg reports errors through longjmp inside the library, never
+        // by unwinding; the guard is for a Rust panic in this frame only.
+        let rc = crate::contain::contained(|| {
+            // SAFETY: `h` is live; `data` is readable for its length; `dst`
+            // holds height * pitch bytes, the RGB image of the frame whose
+            // size libjpeg just reported (checked equal above), unscaled.
+            unsafe {
+                raw::tj3Decompress8(
+                    h,
+                    data.as_ptr(),
+                    data.len() as raw::size_t,
+                    dst,
+                    pitch,
+                    raw::TJPF_TJPF_RGB as c_int,
+                )
+            }
+        })
+        .map_err(SampleError::Panic)?;
+        self.check(rc)
     }
-}
 
-/// Whether a TurboJPEG failure is one of libjpeg's warnings (`JWRN_*` in
-/// jerror.h). With TJPARAM_STOPONWARNING off (the default) TurboJPEG
-/// finishes the image and only then reports the warning as a failure; the
-/// pixels are what libjpeg, and so Pillow, would deliver.
-fn is_warning(e: &turbojpeg::Error) -> bool {
-    const WARNINGS: [&str; 6] = [
-        "Corrupt JPEG data",
-        "Premature end of JPEG file",
-        "Warning:",
-        "Inconsistent progression sequence",
-        "Invalid SOS parameters for sequential JPEG",
-        "Application transferred too many scanlines",
-    ];
-    match e {
-        turbojpeg::Error::TurboJpegError(msg) => WARNINGS.iter().any(|w| msg.starts_with(w)),
-        _ => false,
+    /// A call's return code: success, a libjpeg warning (recorded; with
+    /// TJPARAM_STOPONWARNING off, the default, the call completed and the
+    /// pixels are what libjpeg, and so Pillow, delivers), or a fatal error.
+    fn check(&mut self, rc: c_int) -> Result<(), SampleError> {
+        if rc == 0 {
+            return Ok(());
+        }
+        match self.handle.error() {
+            (true, msg) => {
+                self.warning = Some(msg);
+                Ok(())
+            }
+            (false, msg) => Err(SampleError::Corrupt(format!("libjpeg-turbo: {msg}"))),
+        }
     }
 }

@@ -95,10 +95,12 @@ fn read_orientation(tiff: &[u8]) -> Option<u16> {
             continue;
         }
         // Type SHORT (3), count 1: the value sits in the first two bytes of
-        // the value field. Some writers use LONG (4); accept that too.
+        // the value field. Some writers use LONG (4), or the signed SSHORT
+        // (8) and SLONG (9) (gdk-pixbuf's bug725582-testrotate.jpg); Pillow
+        // and libexif read all four, and so do we.
         return match u16_at(entry + 2)? {
-            3 => u16_at(entry + 8),
-            4 => u32_at(entry + 8).and_then(|v| u16::try_from(v).ok()),
+            3 | 8 => u16_at(entry + 8),
+            4 | 9 => u32_at(entry + 8).and_then(|v| u16::try_from(v).ok()),
             _ => None,
         };
     }
@@ -110,6 +112,10 @@ mod tests {
     use super::*;
 
     fn tiff(big_endian: bool, value: u16) -> Vec<u8> {
+        tiff_typed(big_endian, value, 3)
+    }
+
+    fn tiff_typed(big_endian: bool, value: u16, typ: u16) -> Vec<u8> {
         let mut v = Vec::new();
         let p16 = |v: &mut Vec<u8>, x: u16| {
             v.extend(if big_endian {
@@ -134,10 +140,14 @@ mod tests {
         p32(&mut v, 1);
         p32(&mut v, 640);
         p16(&mut v, 0x0112);
-        p16(&mut v, 3);
+        p16(&mut v, typ);
         p32(&mut v, 1);
-        p16(&mut v, value);
-        p16(&mut v, 0);
+        if typ == 4 || typ == 9 {
+            p32(&mut v, u32::from(value));
+        } else {
+            p16(&mut v, value);
+            p16(&mut v, 0);
+        }
         p32(&mut v, 0);
         v
     }
@@ -149,6 +159,20 @@ mod tests {
             assert_eq!(exif_orientation(&tiff(true, v)).exif_value(), v);
         }
         assert_eq!(exif_orientation(&tiff(true, 9)), Orientation::Normal);
+    }
+
+    #[test]
+    fn signed_and_long_types() {
+        for typ in [4, 8, 9] {
+            for be in [false, true] {
+                assert_eq!(exif_orientation(&tiff_typed(be, 6, typ)).exif_value(), 6);
+            }
+        }
+        // ASCII or RATIONAL orientations are not orientations.
+        assert_eq!(
+            exif_orientation(&tiff_typed(false, 6, 2)),
+            Orientation::Normal
+        );
     }
 
     #[test]

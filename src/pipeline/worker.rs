@@ -10,7 +10,6 @@
 //! so the epoch can count what is in flight and never waits for a result
 //! that will not come. A panic inside a stage becomes a per-sample error.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -129,10 +128,10 @@ pub(crate) fn reader_loop(
         let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
         let path = &shared.source.samples()[task.index as usize].path;
         let t0 = Instant::now();
-        let res = catch_unwind(AssertUnwindSafe(|| {
+        let res = crate::contain::contained(|| {
             shared.io.read(path, &mut buf, shared.config.max_file_bytes)
-        }))
-        .unwrap_or_else(|_| Err(SampleError::Panic("reader".into())));
+        })
+        .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
         let bytes = res.map(|()| {
             Counters::add(&shared.counters.bytes_read, buf.len() as u64);
@@ -166,13 +165,13 @@ pub(crate) fn worker_loop(
             None
         } else {
             Some(bytes.and_then(|b| {
-                let r = catch_unwind(AssertUnwindSafe(|| {
+                let r = crate::contain::contained(|| {
                     process(&shared, &mut decoder, &mut scratch, task, &b)
-                }))
-                .unwrap_or_else(|_| {
+                })
+                .unwrap_or_else(|m| {
                     // The scratch may be half-written: start afresh.
                     scratch = Scratch::default();
-                    Err(SampleError::Panic("CPU worker".into()))
+                    Err(SampleError::Panic(format!("CPU worker: {m}")))
                 });
                 let _ = pools.bytes.0.try_send(b);
                 r
