@@ -12,7 +12,10 @@ use std::path::PathBuf;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything the library can fail with.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same message as `Display`, so that a `main` that
+/// returns `gpufeed::Result` reports an error the way a user reads it.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// One sample failed; `path` names the file.
@@ -50,6 +53,19 @@ pub enum Error {
     /// A pipeline thread stopped unexpectedly; the pipeline cannot continue.
     #[error("pipeline worker stopped: {0}")]
     Worker(String),
+    /// No sample of an epoch could be used (every file failed): the epoch
+    /// ends with this instead of an empty batch, listing each failure.
+    #[error(
+        "epoch {epoch}: none of {} samples could be used; the first: {}",
+        skipped.len(),
+        skipped.first().map_or(String::new(), |e| e.to_string())
+    )]
+    NoSamples {
+        /// The epoch.
+        epoch: u64,
+        /// Every sample's error, each naming its file.
+        skipped: Vec<Error>,
+    },
     /// The trainer holds every device batch slot and asked for another
     /// batch: waiting would deadlock, so the epoch ends with this instead.
     #[error(
@@ -60,6 +76,12 @@ pub enum Error {
         /// The pipeline's slots (`prefetch + 1`).
         slots: usize,
     },
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl Error {

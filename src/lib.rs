@@ -84,3 +84,10 @@ pub use augment::{DType, Layout, Transform};
 pub use error::{Error, Result};
 pub use pipeline::{Batch, Device, Epoch, Pipeline, PipelineBuilder, Tensor};
 pub use source::Source;
+
+// The element types of the tensors (`half::f16`, `half::bf16`) and the CUDA
+// types of the device views (`cudarc::driver::CudaView`), at the versions
+// gpufeed is built with, so a trainer can name them without a second,
+// possibly different, version in its own Cargo.toml.
+pub use cudarc;
+pub use half;

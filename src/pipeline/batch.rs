@@ -349,8 +349,8 @@ impl Batch {
         self.labels.len()
     }
 
-    /// True for a batch without images: yielded only when no sample of an
-    /// epoch could be used, to carry the errors in [`skipped`](Self::skipped).
+    /// Always false for a batch the trainer receives: an epoch in which
+    /// no sample could be used ends with [`Error::NoSamples`] instead.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

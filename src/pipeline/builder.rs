@@ -390,20 +390,35 @@ impl PipelineBuilder {
         self
     }
 
-    /// Check the settings, pick the device and start the threads.
-    pub fn build(self) -> Result<Pipeline> {
+    /// Check every setting without starting anything (no device, no
+    /// threads, no allocation): the errors [`build`](Self::build) would
+    /// give for these settings, save those only a device can tell. For
+    /// tools that validate several configurations before running any.
+    pub fn check(&self) -> Result<()> {
+        self.validate().map(drop)
+    }
+
+    /// The checks of `build()` that need no device; returns the views.
+    fn validate(&self) -> Result<Vec<View>> {
         let bad = |m: String| Err(Error::Config(m));
-        let Some(source) = self.source else {
+        if self.source.is_none() {
             return bad("no source: call .source(Source::image_folder(..)?)".into());
-        };
+        }
         if self.batch_size == 0 {
             return bad("batch_size must be at least 1".into());
         }
-        if self.readers == 0 || self.workers == Some(0) {
-            return bad("readers and workers must be at least 1".into());
+        for (what, n) in [("readers", Some(self.readers)), ("workers", self.workers)] {
+            if let Some(n) = n
+                && !(1..=MAX_THREADS).contains(&n)
+            {
+                return bad(format!("{what} {n} outside 1..={MAX_THREADS}"));
+            }
         }
-        if self.prefetch == 0 {
-            return bad("prefetch must be at least 1".into());
+        if !(1..=MAX_PREFETCH).contains(&self.prefetch) {
+            return bad(format!(
+                "prefetch {} outside 1..={MAX_PREFETCH}",
+                self.prefetch
+            ));
         }
         let views = self.views.clone().unwrap_or_else(|| {
             vec![View {
@@ -448,6 +463,38 @@ impl PipelineBuilder {
         if self.max_pixels == 0 {
             return bad("max_pixels must be at least 1".into());
         }
+        // Issue 15: a configuration whose buffers cannot fit is refused
+        // here, with the bytes it needs, not ended by the OOM killer later.
+        // (`Device::Auto` is counted as the CPU backend: the larger.)
+        let buffers = fixed_host_bytes(
+            self.batch_size,
+            &views,
+            self.dtype,
+            self.prefetch,
+            !matches!(self.device, Device::Cuda(_)),
+            self.staging_bytes
+                .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
+        );
+        if let Some(available) = mem_available()
+            && buffers > available
+        {
+            return bad(format!(
+                "this configuration needs {buffers} bytes ({:.1} GiB) of host memory for its \
+                 batch buffers, more than the {available} bytes ({:.1} GiB) available: lower \
+                 batch_size, the output size, the views or prefetch",
+                buffers as f64 / (1u64 << 30) as f64,
+                available as f64 / (1u64 << 30) as f64
+            ));
+        }
+        Ok(views)
+    }
+
+    /// Check the settings, pick the device and start the threads.
+    pub fn build(self) -> Result<Pipeline> {
+        let views = self.validate()?;
+        let Some(source) = self.source else {
+            return Err(Error::Config("no source".into()));
+        };
         let engine = match self.device {
             Device::Cpu => None,
             Device::Auto => match CudaEngine::new(0) {
@@ -509,6 +556,50 @@ impl PipelineBuilder {
         };
         Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }
+}
+
+/// Reader or worker threads allowed: far above any machine's cores, low
+/// enough that a typo (`--workers 10000`) is refused instead of starting
+/// ten thousand threads.
+const MAX_THREADS: usize = 1024;
+
+/// Batches made ahead allowed.
+const MAX_PREFETCH: usize = 64;
+
+/// Host bytes the pipeline allocates at `build()` and keeps: on the CPU
+/// backend `prefetch + 2` batch buffers (`Pipeline::start`), on the CUDA
+/// backend pinned staging for each of its `prefetch + 1` slots.
+fn fixed_host_bytes(
+    batch: usize,
+    views: &[View],
+    dtype: DType,
+    prefetch: usize,
+    cpu: bool,
+    staging: usize,
+) -> u64 {
+    if cpu {
+        let per_batch: u64 = views
+            .iter()
+            .map(|v| (batch * v.count) as u64 * v.sample_len() as u64 * dtype.size() as u64)
+            .sum();
+        per_batch.saturating_mul(prefetch as u64 + 2)
+    } else {
+        (staging as u64).saturating_mul(prefetch as u64 + 1)
+    }
+}
+
+/// `MemAvailable` from /proc/meminfo: what the kernel can give without
+/// swapping. `None` where it cannot be read (not Linux).
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 fn check_view(v: &View) -> std::result::Result<(), String> {

@@ -27,6 +27,7 @@ pub struct Epoch<'a> {
     cancel: Option<Sender<()>>,
     idle: Receiver<()>,
     finished: bool,
+    epoch: u64,
 }
 
 impl<'a> Epoch<'a> {
@@ -52,6 +53,7 @@ impl<'a> Epoch<'a> {
             cancel: Some(cancel),
             idle,
             finished: false,
+            epoch,
         }
     }
 
@@ -72,7 +74,18 @@ impl<'a> Epoch<'a> {
                     self.queued
                         .fetch_sub(isize::from(b.is_ok()), Ordering::AcqRel);
                     waited(self.p);
-                    return b.map(Some);
+                    return match b {
+                        // Issue 15: no batch without images. The batch
+                        // thread hands out a full batch only once the next
+                        // good sample arrives, so failures ride on the batch
+                        // before them; a batch without images carries the
+                        // failures of an epoch in which no sample was good.
+                        Ok(mut b) if b.is_empty() => Err(Error::NoSamples {
+                            epoch: self.epoch,
+                            skipped: std::mem::take(&mut b.skipped),
+                        }),
+                        b => b.map(Some),
+                    };
                 }
                 Ok(Msg::End) => return Ok(None),
                 Ok(Msg::Starved) => {

@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{Sample, Source, has_extension};
+use super::{LeftOut, Sample, Source, has_extension};
 use crate::error::{Error, Result};
 
 /// Entry kinds as the directory listing reports them; `stat` is called only
@@ -48,26 +48,37 @@ fn read_dir(dir: &Path) -> Result<fs::ReadDir> {
 
 pub(super) fn list(root: &Path, extensions: &[&str]) -> Result<Source> {
     let mut classes = Vec::new();
+    let mut left_out = LeftOut::default();
     for entry in read_dir(root)? {
         let entry = entry.map_err(|source| Error::Io {
             path: root.to_path_buf(),
             source,
         })?;
-        if matches!(kind_of(&entry), Kind::Dir) {
-            classes.push(entry.file_name());
+        match kind_of(&entry) {
+            Kind::Dir => classes.push(entry.file_name()),
+            Kind::File => left_out.root(&entry.path()),
+            Kind::Other => {}
         }
     }
     if classes.is_empty() {
         return Err(Error::Dataset {
             path: root.to_path_buf(),
-            msg: "no class sub-folders (ImageFolder expects ROOT/CLASS/IMAGE)".into(),
+            msg: "no class sub-folders (ImageFolder expects ROOT/CLASS/IMAGE); for a flat \
+                  folder of images use Source::recursive"
+                .into(),
         });
     }
     classes.sort();
     let mut samples = Vec::new();
     for (label, class) in classes.iter().enumerate() {
         let start = samples.len();
-        walk(&root.join(class), extensions, label as u32, &mut samples)?;
+        walk(
+            &root.join(class),
+            extensions,
+            label as u32,
+            &mut samples,
+            &mut left_out,
+        )?;
         samples[start..].sort_unstable_by(|a: &Sample, b| a.path.cmp(&b.path));
     }
     if samples.is_empty() {
@@ -87,12 +98,14 @@ pub(super) fn list(root: &Path, extensions: &[&str]) -> Result<Source> {
         root: root.to_path_buf(),
         samples,
         classes,
+        left_out,
     })
 }
 
 pub(super) fn list_flat(root: &Path, extensions: &[&str]) -> Result<Source> {
     let mut samples = Vec::new();
-    walk(root, extensions, 0, &mut samples)?;
+    let mut left_out = LeftOut::default();
+    walk(root, extensions, 0, &mut samples, &mut left_out)?;
     samples.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     if samples.is_empty() {
         return Err(Error::Dataset {
@@ -104,12 +117,19 @@ pub(super) fn list_flat(root: &Path, extensions: &[&str]) -> Result<Source> {
         root: root.to_path_buf(),
         samples,
         classes: Vec::new(),
+        left_out,
     })
 }
 
 /// Depth-first walk of one class folder. Directories are identified by
 /// `(device, inode)` so that a symlink loop is listed once, not forever.
-fn walk(dir: &Path, extensions: &[&str], label: u32, out: &mut Vec<Sample>) -> Result<()> {
+fn walk(
+    dir: &Path,
+    extensions: &[&str],
+    label: u32,
+    out: &mut Vec<Sample>,
+    left_out: &mut LeftOut,
+) -> Result<()> {
     let mut seen = HashSet::new();
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -133,7 +153,8 @@ fn walk(dir: &Path, extensions: &[&str], label: u32, out: &mut Vec<Sample>) -> R
                         label,
                     });
                 }
-                _ => {}
+                Kind::File => left_out.extension(&entry.path()),
+                Kind::Other => {}
             }
         }
     }

@@ -34,6 +34,85 @@ pub struct Source {
     root: PathBuf,
     samples: Vec<Sample>,
     classes: Vec<String>,
+    left_out: LeftOut,
+}
+
+/// Files a listing found and did not take, and why: counts by extension,
+/// files at an ImageFolder's root (outside any class folder), and the
+/// first few paths. A dataset with PNGs among its JPEGs loses them here,
+/// so `gpufeed bench` and `scan` print it as a warning (issue 15).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Files without a listed extension, by lowercase extension (`""` for
+    /// none).
+    pub by_extension: std::collections::BTreeMap<String, usize>,
+    /// Files directly under an ImageFolder's root, which have no class.
+    pub at_root: usize,
+    /// The first [`LeftOut::EXAMPLES`] paths left out.
+    pub examples: Vec<PathBuf>,
+}
+
+impl LeftOut {
+    /// How many paths [`LeftOut::examples`] keeps.
+    pub const EXAMPLES: usize = 10;
+
+    /// Files left out in all.
+    pub fn total(&self) -> usize {
+        self.by_extension.values().sum::<usize>() + self.at_root
+    }
+
+    fn note(&mut self, path: &Path) {
+        if self.examples.len() < Self::EXAMPLES {
+            self.examples.push(path.to_path_buf());
+        }
+    }
+
+    pub(crate) fn extension(&mut self, path: &Path) {
+        let ext = path
+            .extension()
+            .map_or(String::new(), |e| e.to_string_lossy().to_lowercase());
+        *self.by_extension.entry(ext).or_default() += 1;
+        self.note(path);
+    }
+
+    pub(crate) fn root(&mut self, path: &Path) {
+        self.at_root += 1;
+        self.note(path);
+    }
+}
+
+impl std::fmt::Display for LeftOut {
+    /// `3 files left out: 2 .png (not a JPEG extension), 1 at the root (no
+    /// class folder); e.g. a/x.png, ...`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = self
+            .by_extension
+            .iter()
+            .map(|(e, n)| match e.as_str() {
+                "" => format!("{n} without an extension"),
+                e => format!("{n} .{e}"),
+            })
+            .collect();
+        if !parts.is_empty() {
+            let last = parts.len() - 1;
+            parts[last] += " (not a JPEG extension)";
+        }
+        if self.at_root > 0 {
+            parts.push(format!("{} at the root (no class folder)", self.at_root));
+        }
+        let examples: Vec<String> = self
+            .examples
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        write!(
+            f,
+            "{} files left out: {}; e.g. {}",
+            self.total(),
+            parts.join(", "),
+            examples.join(", ")
+        )
+    }
 }
 
 impl Source {
@@ -60,11 +139,20 @@ impl Source {
         folder::list_flat(root.as_ref(), JPEG_EXTENSIONS)
     }
 
-    /// A text file with one sample per line: `path<TAB>label` or
-    /// `path,label`. Relative paths are taken from the list file's folder.
-    /// Empty lines and lines starting with `#` are ignored.
+    /// A text file with one sample per line: `path<TAB>label`,
+    /// `path,label` or `path label` (Caffe/ImageNet `train.txt`). Paths are
+    /// relative to the list file's folder, and an entry that leaves it
+    /// (absolute, or through `..`) is refused: a list from elsewhere must
+    /// not read arbitrary files; [`Source::file_list_anywhere`] allows it.
+    /// Empty lines, lines starting with `#` and a header line are ignored.
     pub fn file_list(list: impl AsRef<Path>) -> Result<Source> {
-        filelist::read(list.as_ref())
+        filelist::read(list.as_ref(), false)
+    }
+
+    /// Like [`Source::file_list`], accepting absolute paths and paths
+    /// outside the list's folder.
+    pub fn file_list_anywhere(list: impl AsRef<Path>) -> Result<Source> {
+        filelist::read(list.as_ref(), true)
     }
 
     /// Samples given directly (no class names).
@@ -80,7 +168,14 @@ impl Source {
             root,
             samples,
             classes: Vec::new(),
+            left_out: LeftOut::default(),
         })
+    }
+
+    /// Files the listing found and did not take (other extensions, files
+    /// at an ImageFolder's root); empty for lists and given samples.
+    pub fn left_out(&self) -> &LeftOut {
+        &self.left_out
     }
 
     /// The folder or list file the samples were listed from.
