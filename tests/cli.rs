@@ -11,6 +11,12 @@ common::tests!(
     scan_lists_bad_files_and_exits_1,
     scan_tricky_corpus_exits_1,
     scan_takes_a_file_several_files_and_folders,
+    bench_antialiases_by_default_and_says_what_build_it_measured,
+    nothing_decoded_is_an_error_for_bench_and_preview,
+    an_interrupted_bench_prints_what_it_measured,
+    bad_settings_and_outputs_fail_before_any_work,
+    bench_names_what_the_folder_listing_left_out,
+    bench_reads_a_list_file,
     preview_writes_a_labelled_contact_sheet,
     kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
@@ -268,4 +274,179 @@ fn scan_takes_a_file_several_files_and_folders() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&s(&missing)), "{err}");
     assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
+}
+
+fn bench_antialiases_by_default_and_says_what_build_it_measured() {
+    let sample = common::sample_dir();
+    let args = [
+        "bench",
+        sample.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+    ];
+    let (code, out, err) = gpufeed(&[&args[..], &["--json", "--size", "32"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["antialias"], true);
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    assert_eq!(v["build"], build);
+    let (code, out, err) =
+        gpufeed(&[&args[..], &["--size", "32", "--antialias", "false"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(no antialias)") && out.contains(&format!("{build} build")),
+        "{out}"
+    );
+}
+
+fn all_bad_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for c in ["a", "b"] {
+        std::fs::create_dir(dir.path().join(c)).unwrap();
+        std::fs::write(dir.path().join(c).join("x.jpg"), b"not a jpeg").unwrap();
+    }
+    dir
+}
+
+/// Issue 15: an epoch where nothing decodes is an error, not an empty
+/// batch (preview divided by zero on one).
+fn nothing_decoded_is_an_error_for_bench_and_preview() {
+    let dir = all_bad_folder();
+    let data = dir.path().to_str().unwrap();
+    let (code, _, err) = gpufeed(&["bench", data, "--device", "cpu", "--epochs", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("none of 2 samples could be used"), "{err}");
+    let png = dir.path().join("p.png");
+    let (code, _, err) = gpufeed(&["preview", data, "-o", png.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("none of 2 samples") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(!png.exists());
+}
+
+/// Ctrl-C during a run stops it and prints the partial table, exit 130.
+fn an_interrupted_bench_prints_what_it_measured() {
+    let sample = common::sample_dir();
+    let child = Command::new(env!("CARGO_BIN_EXE_gpufeed"))
+        .args([
+            "bench",
+            sample.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--size",
+            "32",
+        ])
+        .args(["--batch", "4", "--epochs", "1000000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Not a time bound: a pause so that some batches run first (an
+    // interrupt before the first batch reports an empty epoch, also fine).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        stdout.contains("interrupted, partial") && stdout.contains("img/s"),
+        "{stdout}"
+    );
+}
+
+/// A bad value late in a sweep, an unwritable --out and absurd counts are
+/// refused before any configuration runs.
+fn bad_settings_and_outputs_fail_before_any_work() {
+    let sample = common::sample_dir();
+    let sample = sample.to_str().unwrap();
+    let base = [
+        "bench", sample, "--device", "cpu", "--epochs", "1", "--size", "32",
+    ];
+    let (code, out, err) = gpufeed(&[&base[..], &["--sweep", "batch=8,0"]].concat());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("batch=0") && err.contains("batch_size"),
+        "{err}"
+    );
+    assert!(!err.contains("[1/2]") && out.is_empty(), "{out}{err}");
+
+    let (code, out, err) = gpufeed(&[&base[..], &["--out", "/nonexistent/dir/run"]].concat());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("/nonexistent/dir/run.json"), "{err}");
+    assert!(out.is_empty(), "{out}");
+
+    let (code, _, err) = gpufeed(&[&base[..], &["--workers", "10000"]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("workers 10000 outside 1..=1024"), "{err}");
+    let (code, _, err) = gpufeed(&["bench", sample, "--epochs", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--epochs"), "{err}");
+    // An output that cannot fit in memory is refused with its size.
+    let (code, _, err) = gpufeed(&["preview", sample, "--size", "16384", "--batch", "4096"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("bytes") && err.contains("host memory"),
+        "{err}"
+    );
+}
+
+fn bench_names_what_the_folder_listing_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = common::sample_dir().join("cat/cat-300572_1280.jpg");
+    std::fs::create_dir(dir.path().join("cat")).unwrap();
+    std::fs::copy(&cat, dir.path().join("cat/a.jpg")).unwrap();
+    std::fs::copy(&cat, dir.path().join("cat/photo.png")).unwrap();
+    let (code, _, err) = gpufeed(&[
+        "bench",
+        dir.path().to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+        "--size",
+        "32",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: 1 files left out: 1 .png"), "{err}");
+    assert!(err.contains("photo.png"), "{err}");
+}
+
+fn bench_reads_a_list_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = common::sample_dir().join("cat/cat-300572_1280.jpg");
+    std::fs::copy(&cat, dir.path().join("a.jpg")).unwrap();
+    std::fs::copy(&cat, dir.path().join("b.jpg")).unwrap();
+    let list = dir.path().join("train.txt");
+    std::fs::write(&list, "a.jpg 0\nb.jpg 1\n").unwrap();
+    let (code, out, err) = gpufeed(&[
+        "bench",
+        "--list",
+        list.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+        "--size",
+        "32",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files"], 2);
 }

@@ -1,6 +1,7 @@
 //! `gpufeed bench`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -10,9 +11,14 @@ use serde_json::{Value, json};
 
 #[derive(clap::Args, Clone)]
 pub(crate) struct Args {
-    /// ImageFolder dataset (ROOT/CLASS/IMAGE). Default: the repository's
-    /// data/sample.
+    /// ImageFolder dataset (ROOT/CLASS/IMAGE), or a flat folder of JPEGs.
+    /// Default: the repository's data/sample.
+    #[arg(conflicts_with = "list")]
     data: Option<PathBuf>,
+    /// A list file instead of a folder: `path label` per line (tab, comma
+    /// or spaces), paths relative to the list's folder.
+    #[arg(long, value_name = "FILE")]
+    list: Option<PathBuf>,
     /// Images per batch.
     #[arg(long, default_value_t = 64)]
     batch: usize,
@@ -26,7 +32,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 224)]
     size: usize,
     /// Epochs to run; the first is reported separately as warm-up.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     epochs: u64,
     /// cpu, auto, cuda or cuda:N.
     #[arg(long, default_value = "auto", value_parser = super::parse_device)]
@@ -104,17 +110,49 @@ fn parse_layout(s: &str) -> Result<Layout, String> {
 
 /// An ImageFolder when `data` has class sub-folders, otherwise every JPEG
 /// under it with label 0 (a flat folder of photos benchmarks just as well).
+/// Files the listing left out are named in a warning on stderr.
 pub(crate) fn open_dataset(data: &std::path::Path) -> anyhow::Result<Source> {
     let has_subdirs = std::fs::read_dir(data)
         .with_context(|| format!("reading {}", data.display()))?
         .filter_map(|e| e.ok())
         .any(|e| e.path().is_dir());
-    Ok(if has_subdirs {
+    let source = if has_subdirs {
         Source::image_folder(data)?
     } else {
         Source::recursive(data)?
-    })
+    };
+    warn_left_out(&source);
+    Ok(source)
 }
+
+/// A warning naming what a listing left out, when it left out anything.
+pub(crate) fn warn_left_out(source: &Source) {
+    if source.left_out().total() > 0 {
+        eprintln!("gpufeed: warning: {}", source.left_out());
+    }
+}
+
+/// The dataset of `bench` and `preview`: `--list FILE`, or DATA (default
+/// data/sample); with the path to show for it.
+pub(crate) fn dataset(
+    data: Option<PathBuf>,
+    list: Option<&std::path::Path>,
+) -> anyhow::Result<(Source, PathBuf)> {
+    if let Some(list) = list {
+        return Ok((Source::file_list(list)?, list.to_path_buf()));
+    }
+    let data = super::data_or_sample(data)?;
+    Ok((open_dataset(&data)?, data))
+}
+
+/// The profile this binary was built with: a debug build of gpufeed (or
+/// of a trainer that depends on it without optimising its dependencies)
+/// runs tens of times slower, so every report says which it measured.
+pub(crate) const BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 
 struct EpochResult {
     images: u64,
@@ -217,9 +255,8 @@ struct Run {
     classes: usize,
 }
 
-fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> anyhow::Result<Run> {
-    let source = open_dataset(data)?;
-    let (files, classes) = (source.len(), source.classes().len());
+/// The pipeline settings of one configuration.
+fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     let mut builder = Pipeline::builder()
         .source(source)
         .batch_size(args.batch)
@@ -247,8 +284,19 @@ fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> any
     if let Some(s) = args.hardware_share {
         builder = builder.hardware_decode_share(s);
     }
+    builder
+}
+
+/// Set by Ctrl-C: the run stops after the batch in hand and reports what
+/// it measured.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Result<Run> {
+    let (files, classes) = (source.len(), source.classes().len());
     reset_peak_rss();
-    let mut pipeline = builder.build().context("building the pipeline")?;
+    let mut pipeline = builder(args, source.clone())
+        .build()
+        .context("building the pipeline")?;
     let total = pipeline.batches_per_epoch() as u64 * args.epochs;
     let bar = if bar {
         let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -265,9 +313,15 @@ fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> any
     let (mut steady_start, mut cpu_start) = (pipeline.stats(), cpu_seconds());
     let warmup = args.epochs > 1;
     for e in 0..args.epochs {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            break;
+        }
         let t0 = Instant::now();
         let (mut images, mut batches) = (0u64, 0u64);
         for batch in pipeline.epoch(e) {
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                break;
+            }
             let batch = batch?;
             for err in batch.skipped() {
                 bar.suspend(|| eprintln!("skipped: {err}"));
@@ -298,7 +352,10 @@ fn run_one(label: String, args: &Args, data: &std::path::Path, bar: bool) -> any
     bar.finish_and_clear();
     let cpu = cpu_seconds() - cpu_start;
     let stats = pipeline.stats();
-    let steady: Vec<&EpochResult> = epochs.iter().skip(usize::from(warmup)).collect();
+    // An interrupted run may end inside the warm-up epoch: then that
+    // partial epoch is all there is to report.
+    let skip = usize::from(warmup && epochs.len() > 1);
+    let steady: Vec<&EpochResult> = epochs.iter().skip(skip).collect();
     let images: u64 = steady.iter().map(|e| e.images).sum();
     let batches: u64 = steady.iter().map(|e| e.batches).sum();
     let secs: f64 = steady.iter().map(|e| e.seconds).sum::<f64>().max(1e-9);
@@ -409,20 +466,51 @@ fn write_out(prefix: &std::path::Path, rows: &[Value]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the run was interrupted (Ctrl-C); `main` then exits with 130
+/// after the partial report.
+pub(crate) fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let data = super::data_or_sample(args.data.clone())?;
+    let (source, data) = dataset(args.data.clone(), args.list.as_deref())?;
+    // Issue 15: every configuration and the output files are checked
+    // before any work, so a bad value late in a sweep or an unwritable
+    // --out cannot waste a run.
+    let configs = expand(&args)?;
+    for (label, a) in &configs {
+        builder(a, source.clone())
+            .check()
+            .with_context(|| format!("configuration {label:?}"))?;
+    }
+    if let Some(prefix) = &args.out {
+        for ext in ["json", "csv"] {
+            let path = prefix.with_extension(ext);
+            std::fs::write(&path, "").with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::Relaxed) {
+            // A second Ctrl-C: the user does not want the report.
+            std::process::exit(130);
+        }
+        eprintln!("\ngpufeed: interrupted; reporting what was measured (Ctrl-C again to quit)");
+    })
+    .context("installing the Ctrl-C handler")?;
     if args.sweep.is_empty() {
-        let r = run_one(String::new(), &args, &data, !args.json)?;
+        let r = run_one(String::new(), &args, &source, !args.json)?;
         if let Some(prefix) = &args.out {
             write_out(prefix, &[row_json(&r)])?;
         }
         return report_one(&args, &data, &r);
     }
-    let configs = expand(&args)?;
     let mut rows = Vec::new();
     for (i, (label, a)) in configs.iter().enumerate() {
+        if interrupted() {
+            break;
+        }
         eprintln!("[{}/{}] {label}", i + 1, configs.len());
-        rows.push(run_one(label.clone(), a, &data, false)?);
+        rows.push(run_one(label.clone(), a, &source, false)?);
     }
     let best = rows
         .iter()
@@ -434,10 +522,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&values)?);
     } else {
         println!(
-            "gpufeed bench --sweep  {}  ({} configurations, {} epochs each, first is warm-up)\n",
+            "gpufeed bench --sweep  {}  ({} of {} configurations{}, {} epochs each, first is \
+             warm-up; {} build)\n",
             data.display(),
             rows.len(),
-            args.epochs
+            configs.len(),
+            if interrupted() { ", interrupted" } else { "" },
+            args.epochs,
+            BUILD
         );
         println!(
             "  {:<34} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>6} {:>5}  limit",
@@ -524,15 +616,23 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
             "wait_fraction": r.wait_fraction,
             "limit": r.limit,
             "consumer_ms": args.consumer_ms,
+            "build": BUILD,
+            "interrupted": interrupted(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
 
     println!(
-        "gpufeed bench  {}  ({n_files} files, {classes} classes)\n  device {backend}, batch {}, \
-         {} readers, {workers} workers, {}x{} {} {:?}, {} transform{}, decoder {:?}",
+        "gpufeed bench  {}  ({n_files} files, {classes} classes; {} build{})\n  device {backend}, \
+         batch {}, {} readers, {workers} workers, {}x{} {} {:?}, {} transform{}, decoder {:?}",
         data.display(),
+        BUILD,
+        if interrupted() {
+            "; interrupted, partial"
+        } else {
+            ""
+        },
         args.batch,
         args.readers,
         args.size,

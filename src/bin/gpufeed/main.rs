@@ -98,7 +98,14 @@ fn data_or_sample(data: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Bench(args) => bench::run(args).map(|()| {
+            // 128 + SIGINT, as a shell reports an interrupted command.
+            if bench::interrupted() {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }),
         Command::Scan(args) => scan::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
         Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),

@@ -10,7 +10,11 @@ use gpufeed::{DType, Device, Layout, Pipeline, Transform, augment::Normalize};
 pub(crate) struct Args {
     /// ImageFolder or flat folder of JPEGs. Default: the repository's
     /// data/sample.
+    #[arg(conflicts_with = "list")]
     data: Option<PathBuf>,
+    /// A list file instead of a folder (`path label` per line).
+    #[arg(long, value_name = "FILE")]
+    list: Option<PathBuf>,
     /// Output PNG.
     #[arg(short, long, default_value = "preview.png")]
     output: PathBuf,
@@ -37,8 +41,7 @@ const LINE: usize = 10;
 const PAD: usize = 4;
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let data = super::data_or_sample(args.data)?;
-    let source = super::bench::open_dataset(&data)?;
+    let (source, _) = super::bench::dataset(args.data, args.list.as_deref())?;
     let classes = source.classes().to_vec();
     let transform = if args.eval {
         Transform::CenterCrop {
