@@ -91,3 +91,9 @@ pub use source::Source;
 // possibly different, version in its own Cargo.toml.
 pub use cudarc;
 pub use half;
+
+// The README's code is compiled and its example type-checked with the
+// crate's doctests (issue 15: the example must build as written).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
