@@ -90,5 +90,15 @@ fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() -> Outcome {
         assert!(!h.is_rgb(), "{f}: YCbCr");
         assert!(nvjpeg::hardware_takes(&h), "{f}: for the engine");
     }
+    // Issue 16, 3b: the engine decodes baseline files only; progressive
+    // photos go to CUDA from the worker instead of being refused by the
+    // engine later.
+    for f in ["17.jpeg", "35.jpeg"] {
+        let bytes = std::fs::read(corpus.join("photos/imagenet-size").join(f)).unwrap();
+        let h = gpufeed::jpeg::parse_header(&bytes, gpufeed::jpeg::DEFAULT_MAX_PIXELS).unwrap();
+        assert_eq!(h.sof, gpufeed::jpeg::SofKind::Progressive, "{f}");
+        assert!(nvjpeg::takes(&h), "{f}: CUDA decodes it");
+        assert!(!nvjpeg::hardware_takes(&h), "{f}: not for the engine");
+    }
     Ok(())
 }

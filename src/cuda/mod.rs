@@ -23,6 +23,20 @@ pub(crate) mod stage;
 
 use crate::error::{Error, Result};
 
+/// An event the host waits on (`synchronize`): created with
+/// `CU_EVENT_BLOCKING_SYNC`, so the waiting thread sleeps until the event
+/// fires instead of spinning on a core (issue 16, 3b: the bench consumer's
+/// spin alone cost about half of the engine route's CPU time per image).
+/// cudarc's flag type cannot also say `CU_EVENT_DISABLE_TIMING`, so these
+/// events keep timing, which costs little at a few records per batch.
+pub(crate) fn host_wait_event(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+) -> std::result::Result<cudarc::driver::CudaEvent, cudarc::driver::DriverError> {
+    ctx.new_event(Some(
+        cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC,
+    ))
+}
+
 /// A CUDA device as the driver reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {

@@ -271,7 +271,8 @@ impl CudaEngine {
         let labels = s
             .alloc_zeros::<u32>(batch)
             .map_err(drv("allocate labels"))?;
-        let ready = self.k.ctx.new_event(None).map_err(drv("event"))?;
+        // The trainer and the staging refill wait on it from the host.
+        let ready = super::host_wait_event(&self.k.ctx).map_err(drv("event"))?;
         let outs = outs
             .iter()
             .map(|&(d, n)| OutBuf::alloc(s, d, n))

@@ -209,7 +209,8 @@ impl DecoupledDecoder {
             Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok()
         };
         let drv = |e: cudarc::driver::DriverError| Error::Device(format!("event: {e:?}"));
-        let event = || ctx.new_event(None).map_err(drv);
+        // Waited on from the host before a pinned buffer is reused.
+        let event = || crate::cuda::host_wait_event(ctx).map_err(drv);
         let mut params = DecodeParams::new(&handle)?;
         params.set_rgbi()?;
         Ok(DecoupledDecoder {

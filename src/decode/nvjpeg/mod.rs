@@ -79,12 +79,19 @@ pub fn takes(h: &crate::jpeg::JpegHeader) -> bool {
         }
 }
 
-/// [`takes`], narrowed for the hardware engine: on the same H100 it decoded
-/// gray images whose one component declares sampling factors other than
-/// 1x1 (legal, and meaningless for one component) as garbage, where the
+/// [`takes`], narrowed for the hardware engine: baseline files only (the
+/// NVJPG engine decodes baseline Huffman JPEGs; nvJPEG documentation,
+/// "Hardware Acceleration"). Progressive files used to pass here, be
+/// refused by the engine's own support query, and then decode one by one
+/// on the batch thread (issue 16, 3b); they now take the CUDA route from
+/// the worker. Also excluded: gray images whose one component declares
+/// sampling factors other than 1x1 (legal, and meaningless for one
+/// component), which the engine decoded as garbage on an H100 where the
 /// CUDA decoder got them right.
 pub fn hardware_takes(h: &crate::jpeg::JpegHeader) -> bool {
-    takes(h) && (h.components == 3 || h.sampling.first() == Some(&(1, 1)))
+    takes(h)
+        && h.sof == crate::jpeg::SofKind::Baseline
+        && (h.components == 3 || h.sampling.first() == Some(&(1, 1)))
 }
 
 /// Library names tried in order: nvJPEG 13 (CUDA 13), 12, then unversioned.
