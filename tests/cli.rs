@@ -17,6 +17,7 @@ common::tests!(
     bad_settings_and_outputs_fail_before_any_work,
     bench_names_what_the_folder_listing_left_out,
     bench_reads_a_list_file,
+    bench_writes_a_timeline,
     preview_writes_a_labelled_contact_sheet,
     kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
@@ -423,7 +424,7 @@ fn bench_names_what_the_folder_listing_left_out() {
         "32",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("warning: 1 files left out: 1 .png"), "{err}");
+    assert!(err.contains("warning: 1 file left out: 1 .png"), "{err}");
     assert!(err.contains("photo.png"), "{err}");
 }
 
@@ -449,4 +450,55 @@ fn bench_reads_a_list_file() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["files"], 2);
+}
+
+/// Issue 16, item 6: `--trace` writes a Chrome trace with a track per
+/// thread and the stages' spans.
+fn bench_writes_a_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.json");
+    let sample = common::sample_dir();
+    let (code, _, err) = gpufeed(&[
+        "bench",
+        sample.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "2",
+        "--size",
+        "32",
+        "--batch",
+        "8",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let count = |name: &str| events.iter().filter(|e| e["name"] == name).count();
+    // 28 samples, 2 epochs.
+    for stage in ["read", "parse", "decode", "augment"] {
+        assert_eq!(count(stage), 56, "{stage}");
+    }
+    assert_eq!(count("trainer waits"), 8);
+    assert_eq!(count("trainer holds batch"), 8);
+    let threads: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        threads.contains(&"gpufeed-read-0") && threads.contains(&"gpufeed-cpu-0"),
+        "{threads:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .all(|e| e["dur"].as_f64().unwrap() >= 0.0)
+    );
+    let (code, _, err) = gpufeed(&["bench", "--trace", "/x.json", "--sweep", "batch=1,2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--trace") && err.contains("--sweep"), "{err}");
 }

@@ -47,6 +47,8 @@ common::tests!(
     emu_abandoned_epochs_return_their_slots,
     gpu_abandoned_epochs_return_their_slots,
     gpu_nvjpeg_route_matches_the_cpu_backend,
+    #[cfg(feature = "kernel-emu")]
+    emu_trace_shows_the_device_stage,
     pipeline_and_batch_are_send,
 );
 
@@ -431,4 +433,31 @@ fn pipeline_and_batch_are_send() {
     send::<Pipeline>();
     send::<gpufeed::Batch>();
     send::<Tensor>();
+}
+
+/// The timeline of a device-stage pipeline has the batch thread's calls.
+#[cfg(feature = "kernel-emu")]
+fn emu_trace_shows_the_device_stage() {
+    let mut p = base(sample(), Device::Emulated)
+        .gpu_decode(true)
+        .hardware_decode_share(0.5)
+        .trace(true)
+        .build()
+        .unwrap();
+    let n: usize = p.epoch(0).map(|b| b.unwrap().len()).sum();
+    assert_eq!(n, 28);
+    let json = p.trace_json().unwrap();
+    for span in [
+        "device: put JPEG",
+        "device: resolve (engine batch)",
+        "device: copies and launches",
+        "nvJPEG host phase",
+        "trainer holds batch",
+    ] {
+        assert!(
+            json.contains(&format!("\"name\":\"{span}\"")),
+            "{span} missing"
+        );
+    }
+    assert!(json.contains("gpufeed-batch"), "the batch thread's track");
 }

@@ -19,6 +19,7 @@ use super::batch::{Batch, Storage, Tensor, TensorData};
 use super::builder::OnError;
 use super::gpu::{DeviceStage, Slot};
 use super::stats::Counters;
+use super::trace::Arg;
 use super::worker::{Done, Output, Shared, Task};
 use crate::augment::Layout;
 use crate::error::{Error, Result, SampleError};
@@ -269,7 +270,11 @@ impl<'a> Assembly<'a> {
                     self.resolve()?;
                 }
                 let (stage, shared, slot) = self.device_parts();
+                let t0 = std::time::Instant::now();
                 let n = stage.put_jpeg(&shared.config, slot, j)?;
+                if let Some(t) = &shared.trace {
+                    t.span("device: put JPEG", t0, Arg::None);
+                }
                 Counters::add(&shared.counters.launches, n as u64);
                 Pending::Jpeg
             }
@@ -309,7 +314,11 @@ impl<'a> Assembly<'a> {
         let cfg = &p.shared.config;
         let c = &p.shared.counters;
         let tentative = std::mem::take(&mut part.tentative);
+        let t0 = std::time::Instant::now();
         let (decoded, counts) = stage.resolve(slot)?;
+        if let Some(t) = &p.shared.trace {
+            t.span("device: resolve (engine batch)", t0, Arg::None);
+        }
         Counters::add(&c.decoded_hardware, counts.hardware);
         Counters::add(&c.decoded_cuda, counts.cuda);
         Counters::add(&c.decoded_cpu_fallback, counts.cpu);
@@ -364,7 +373,12 @@ impl<'a> Assembly<'a> {
         }
         let (views, slot) = match (part.slot.take(), &self.p.stage) {
             (Some(mut slot), Some(stage)) => {
-                let views = match stage.finish(cfg, &mut slot, &part.labels) {
+                let t0 = std::time::Instant::now();
+                let finished = stage.finish(cfg, &mut slot, &part.labels);
+                if let Some(t) = &self.p.shared.trace {
+                    t.span("device: copies and launches", t0, Arg::None);
+                }
+                let views = match finished {
                     Ok((v, n)) => {
                         Counters::add(&self.p.shared.counters.launches, n as u64);
                         v
@@ -408,6 +422,7 @@ impl<'a> Assembly<'a> {
             skipped: part.skipped,
             recycle: Some(self.p.batches.0.clone()),
             slot,
+            held: None,
         }))
     }
 

@@ -301,6 +301,9 @@ pub struct Batch {
     /// The device slot holding this batch (device stage), and where it goes
     /// back on drop.
     pub(crate) slot: Option<(Slot, SlotHome)>,
+    /// The timeline, when traced: when the trainer got the batch, and its
+    /// number in the epoch.
+    pub(crate) held: Option<(std::sync::Arc<super::trace::Trace>, std::time::Instant, u64)>,
 }
 
 impl Batch {
@@ -377,6 +380,9 @@ impl Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        if let Some((t, since, n)) = self.held.take() {
+            t.span("trainer holds batch", since, super::trace::Arg::Batch(n));
+        }
         if let Some((mut slot, home)) = self.slot.take() {
             slot.outs = std::mem::take(&mut self.views)
                 .into_iter()

@@ -86,6 +86,7 @@ pub(crate) struct Config {
     pub(crate) hardware_share: f32,
     pub(crate) cpu_backend: CpuBackend,
     pub(crate) apply_orientation: bool,
+    pub(crate) trace: bool,
 }
 
 impl Config {
@@ -130,6 +131,7 @@ pub struct PipelineBuilder {
     io: Arc<dyn ReadBytes>,
     gpu_decode: bool,
     hardware_share: f32,
+    trace: bool,
 }
 
 impl Default for PipelineBuilder {
@@ -165,6 +167,7 @@ impl Default for PipelineBuilder {
             io: Arc::new(FileReader),
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
+            trace: false,
         }
     }
 }
@@ -383,6 +386,15 @@ impl PipelineBuilder {
         self
     }
 
+    /// Record a timeline of the pipeline's work (reads, parses, decodes,
+    /// augments, the device stage's calls, the trainer's waits), read with
+    /// [`Pipeline::trace_json`](crate::Pipeline::trace_json). Default
+    /// false. Keeps at most about a million spans (~50 MB).
+    pub fn trace(mut self, yes: bool) -> Self {
+        self.trace = yes;
+        self
+    }
+
     /// Where the reader threads get bytes. Default [`FileReader`] (the
     /// local file system).
     pub fn read_bytes(mut self, io: impl ReadBytes + 'static) -> Self {
@@ -553,6 +565,7 @@ impl PipelineBuilder {
             hardware_share: self.hardware_share,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,
+            trace: self.trace,
         };
         Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }

@@ -11,6 +11,7 @@ use super::Pipeline;
 use super::assemble::{Msg, Start};
 use super::batch::Batch;
 use super::stats::Counters;
+use super::trace::Arg;
 use crate::error::{Error, Result};
 
 /// Iterator over the batches of one epoch; see [`Pipeline::epoch`].
@@ -28,6 +29,8 @@ pub struct Epoch<'a> {
     idle: Receiver<()>,
     finished: bool,
     epoch: u64,
+    /// Batches yielded so far.
+    yielded: u64,
 }
 
 impl<'a> Epoch<'a> {
@@ -54,6 +57,7 @@ impl<'a> Epoch<'a> {
             idle,
             finished: false,
             epoch,
+            yielded: 0,
         }
     }
 
@@ -84,7 +88,16 @@ impl<'a> Epoch<'a> {
                             epoch: self.epoch,
                             skipped: std::mem::take(&mut b.skipped),
                         }),
-                        b => b.map(Some),
+                        Ok(mut b) => {
+                            if let Some(t) = &self.p.shared.trace {
+                                let n = Arg::Batch(self.yielded);
+                                t.span_to("trainer waits", t0, Instant::now(), n);
+                                b.held = Some((t.clone(), Instant::now(), self.yielded));
+                            }
+                            self.yielded += 1;
+                            Ok(Some(b))
+                        }
+                        Err(e) => Err(e),
                     };
                 }
                 Ok(Msg::End) => return Ok(None),

@@ -8,6 +8,7 @@ mod epoch;
 mod gpu;
 mod handoff;
 mod stats;
+mod trace;
 mod worker;
 
 use std::sync::Arc;
@@ -84,12 +85,14 @@ impl Pipeline {
         config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
         config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);
         config.worker_decode = stage.as_deref().and_then(DeviceStage::worker_decode);
+        let shared_trace = config.trace.then(|| Arc::new(trace::Trace::new()));
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             io,
             high_water: Default::default(),
+            trace: shared_trace,
             config,
         });
         let pools = Pools {
@@ -223,6 +226,13 @@ impl Pipeline {
     /// that create their streams or buffers with cudarc on the same device.
     pub fn cuda_context(&self) -> Option<Arc<cudarc::driver::CudaContext>> {
         self.stage.as_ref()?.cuda_context().cloned()
+    }
+
+    /// The timeline so far as Chrome trace JSON (open it in Perfetto or
+    /// `chrome://tracing`), when built with
+    /// [`trace(true)`](PipelineBuilder::trace); `None` otherwise.
+    pub fn trace_json(&self) -> Option<String> {
+        self.shared.trace.as_ref().map(|t| t.to_json())
     }
 
     /// Counters since `build()`.

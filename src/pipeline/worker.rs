@@ -20,6 +20,7 @@ use super::batch::TensorData;
 use super::builder::Config;
 use super::handoff::{Jpeg, Region};
 use super::stats::Counters;
+use super::trace::Arg;
 use crate::augment::cpu::{OutSpec, Resampler};
 use crate::augment::params::{SampleParams, sample_params};
 use crate::decode::{CpuDecoder, Image};
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     /// within the first epoch instead of creeping up over many (issue 7,
     /// flat memory).
     pub(crate) high_water: [AtomicUsize; 3],
+    /// The timeline, when asked for (`PipelineBuilder::trace`).
+    pub(crate) trace: Option<Arc<super::trace::Trace>>,
 }
 
 const FILE: usize = 0;
@@ -133,6 +136,9 @@ pub(crate) fn reader_loop(
         })
         .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
+        if let Some(t) = &shared.trace {
+            t.span("read", t0, Arg::Sample(task.index));
+        }
         let bytes = res.map(|()| {
             Counters::add(&shared.counters.bytes_read, buf.len() as u64);
             let n = buf.len();
@@ -203,6 +209,12 @@ fn process(
     let header = parse_header(bytes, cfg.max_pixels)?;
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
+    let trace = |name, from: Instant| {
+        if let Some(t) = &shared.trace {
+            t.span(name, from, Arg::Sample(task.index));
+        }
+    };
+    trace("parse", t0);
     let mut refused = false;
     if let Some(limit) = cfg.jpeg_limit
         && gpu_routable(&header, cfg.apply_orientation)
@@ -226,6 +238,7 @@ fn process(
             None => Ok(None),
         };
         Counters::add_time(&c.decode_ns, t1.elapsed());
+        trace("nvJPEG host phase", t1);
         match started {
             Ok(staged) => {
                 j.staged = staged;
@@ -245,6 +258,7 @@ fn process(
     shared.size(PIXELS, &mut s.image.data, n);
     let t2 = Instant::now();
     Counters::add_time(&c.decode_ns, t2 - t1);
+    trace("decode", t1);
 
     let params = draws(cfg, task, (s.image.width, s.image.height));
     if let Some(limit) = cfg.region_limit {
@@ -261,10 +275,12 @@ fn process(
         };
         let out = augment_on_cpu(shared, &mut s.resampler, &img, &region.params);
         Counters::add_time(&c.augment_ns, t2.elapsed());
+        trace("augment", t2);
         return Ok(Output::Host(out));
     }
     let out = augment_on_cpu(shared, &mut s.resampler, &s.image, &params);
     Counters::add_time(&c.augment_ns, t2.elapsed());
+    trace("augment", t2);
     Ok(Output::Host(out))
 }
 

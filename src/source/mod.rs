@@ -105,10 +105,11 @@ impl std::fmt::Display for LeftOut {
             .iter()
             .map(|p| p.display().to_string())
             .collect();
+        let n = self.total();
         write!(
             f,
-            "{} files left out: {}; e.g. {}",
-            self.total(),
+            "{n} file{} left out: {}; e.g. {}",
+            if n == 1 { "" } else { "s" },
             parts.join(", "),
             examples.join(", ")
         )

@@ -84,6 +84,11 @@ pub(crate) struct Args {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+    /// Write a timeline of the run to FILE (Chrome trace JSON: open it in
+    /// Perfetto or chrome://tracing): per thread, reads, parses, decodes,
+    /// augments, the device stage's calls and the trainer's waits.
+    #[arg(long, value_name = "FILE.json", conflicts_with = "sweep")]
+    trace: Option<PathBuf>,
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -277,7 +282,8 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
         .antialias(args.antialias)
         .cpu_backend(args.cpu_decoder)
         .gpu_decode(!args.cpu_decode)
-        .device(args.device);
+        .device(args.device)
+        .trace(args.trace.is_some());
     if let Some(w) = args.workers {
         builder = builder.workers(w);
     }
@@ -351,6 +357,10 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
     }
     bar.finish_and_clear();
     let cpu = cpu_seconds() - cpu_start;
+    if let (Some(path), Some(json)) = (&args.trace, pipeline.trace_json()) {
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote the timeline to {}", path.display());
+    }
     let stats = pipeline.stats();
     // An interrupted run may end inside the warm-up epoch: then that
     // partial epoch is all there is to report.
@@ -483,11 +493,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .check()
             .with_context(|| format!("configuration {label:?}"))?;
     }
-    if let Some(prefix) = &args.out {
-        for ext in ["json", "csv"] {
-            let path = prefix.with_extension(ext);
-            std::fs::write(&path, "").with_context(|| format!("writing {}", path.display()))?;
-        }
+    let outputs = args
+        .out
+        .iter()
+        .flat_map(|p| [p.with_extension("json"), p.with_extension("csv")])
+        .chain(args.trace.clone());
+    for path in outputs {
+        std::fs::write(&path, "").with_context(|| format!("writing {}", path.display()))?;
     }
     ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::Relaxed) {
