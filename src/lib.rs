@@ -70,6 +70,7 @@ pub mod decode;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod interop;
 pub mod jpeg;
 pub mod pipeline;
 pub mod reader;

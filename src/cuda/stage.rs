@@ -54,6 +54,16 @@ impl OutBuf {
         }
     }
 
+    /// The CUDA device the buffer is on.
+    pub(crate) fn ordinal(&self) -> usize {
+        match self {
+            OutBuf::U8(s) => s.stream().context().ordinal(),
+            OutBuf::F16(s) => s.stream().context().ordinal(),
+            OutBuf::BF16(s) => s.stream().context().ordinal(),
+            OutBuf::F32(s) => s.stream().context().ordinal(),
+        }
+    }
+
     /// The raw device address (`CUdeviceptr`).
     pub(crate) fn address(&self) -> u64 {
         fn addr<T>(s: &CudaSlice<T>) -> u64 {

@@ -177,6 +177,14 @@ impl Tensor {
         self.layout
     }
 
+    /// The CUDA device holding the elements, for a device tensor.
+    pub(crate) fn device_ordinal(&self) -> Option<usize> {
+        match &self.storage {
+            Storage::Cuda(b) => Some(b.ordinal()),
+            Storage::Host(_) => None,
+        }
+    }
+
     /// True when the elements are in CUDA device memory.
     pub fn is_cuda(&self) -> bool {
         matches!(self.storage, Storage::Cuda(_))

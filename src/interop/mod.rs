@@ -1,0 +1,3 @@
+//! Handing batches to other frameworks without a copy (issue 17).
+
+pub mod dlpack;

@@ -1,0 +1,119 @@
+//! DLPack export (issue 17): tensors that outlive their batch, the
+//! pipeline's next batches and the pipeline itself, and that give the
+//! batch back when their deleter runs.
+
+mod common;
+
+use gpufeed::interop::dlpack::{self, Part, SharedBatch};
+use gpufeed::{DType, Device, Pipeline, PipelineBuilder, Source};
+
+fn builder(device: Device) -> PipelineBuilder {
+    Pipeline::builder()
+        .source(Source::image_folder(common::sample_dir()).unwrap())
+        .device(device)
+        .batch_size(4)
+        .output_size(16, 24)
+        .dtype(DType::F16)
+        .prefetch(1)
+}
+
+/// The bytes a DLPack tensor points at, read as the consumer would.
+fn read(t: &dlpack::Dlpack) -> (Vec<i64>, Vec<u8>) {
+    let dl = t.tensor();
+    assert_eq!(
+        (dl.device.device_type, dl.byte_offset),
+        (1, 0),
+        "a host tensor"
+    );
+    let shape = t.shape().to_vec();
+    let n: i64 = shape.iter().product();
+    let bytes = n as usize * usize::from(dl.dtype.bits / 8);
+    // SAFETY: a host tensor of `n` dense elements of `bits` bits.
+    let data = unsafe { std::slice::from_raw_parts(dl.data as *const u8, bytes) }.to_vec();
+    (shape, data)
+}
+
+#[test]
+fn exported_tensors_outlive_the_batch_the_epoch_and_the_pipeline() {
+    let mut p = builder(Device::Cpu).build().unwrap();
+    let (images, labels, want_images, want_labels) = {
+        let mut epoch = p.epoch(0);
+        let batch = epoch.next().unwrap().unwrap();
+        let want_images = batch.images().as_bytes().unwrap().to_vec();
+        let want_labels = batch.labels().to_vec();
+        let shared = SharedBatch::new(batch);
+        let images = shared.export(Part::View(0)).unwrap();
+        let labels = shared.export(Part::Labels).unwrap();
+        drop(shared);
+        // The rest of the epoch runs; the pool must not reuse the buffer.
+        for b in epoch {
+            b.unwrap();
+        }
+        (images, labels, want_images, want_labels)
+    };
+    for e in 1..3 {
+        assert_eq!(p.epoch(e).count(), 7);
+    }
+    drop(p);
+    let (shape, data) = read(&images);
+    assert_eq!(shape, [4, 3, 16, 24]);
+    assert_eq!(data, want_images);
+    let dl = images.tensor();
+    assert_eq!((dl.dtype.code, dl.dtype.bits, dl.dtype.lanes), (2, 16, 1));
+    // SAFETY: 4 strides inside the context.
+    let strides = unsafe { std::slice::from_raw_parts(dl.strides, 4) };
+    assert_eq!(strides, [3 * 16 * 24, 16 * 24, 24, 1]);
+    let (shape, data) = read(&labels);
+    assert_eq!(shape, [4]);
+    let got: Vec<u32> = data
+        .chunks(4)
+        .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want_labels);
+}
+
+#[test]
+fn a_consumer_calls_the_deleter_once() {
+    let mut p = builder(Device::Cpu).build().unwrap();
+    let batch = p.epoch(0).next().unwrap().unwrap();
+    let shared = SharedBatch::new(batch);
+    let raw = shared.export(Part::View(0)).unwrap().into_raw();
+    let legacy = shared.export(Part::Labels).unwrap().into_raw_legacy();
+    drop(shared);
+    // SAFETY: as a consumer does, once each.
+    unsafe {
+        assert_eq!((*raw).version.major, 1);
+        assert_eq!((*legacy).dl_tensor.ndim, 1);
+        ((*raw).deleter.unwrap())(raw);
+        ((*legacy).deleter.unwrap())(legacy);
+    }
+    assert!(
+        SharedBatch::new(p.epoch(1).next().unwrap().unwrap())
+            .export(Part::View(3))
+            .is_err()
+    );
+}
+
+/// On the device stage a batch holds one of `prefetch + 1` slots: a
+/// tensor that never gave its slot back would starve the pipeline within
+/// a few batches.
+#[cfg(feature = "kernel-emu")]
+#[test]
+fn dropped_tensors_give_their_slots_back_over_a_thousand_batches() {
+    let mut p = builder(Device::Emulated).build().unwrap();
+    let mut n = 0;
+    'outer: for e in 0.. {
+        for b in p.epoch(e) {
+            let shared = SharedBatch::new(b.unwrap());
+            let t = shared.export(Part::View(0)).unwrap();
+            let l = shared.export(Part::Labels).unwrap();
+            drop(shared);
+            drop((t, l));
+            n += 1;
+            if n == 1000 {
+                break 'outer;
+            }
+        }
+    }
+    assert_eq!(p.memory().slots, 2);
+}
