@@ -1,0 +1,439 @@
+//! `gpufeed` for Python (issue 17, item 4): a pipeline object whose epochs
+//! yield `(images, labels)` as DLPack-capable tensors, so that
+//! `torch.from_dlpack`, `numpy.from_dlpack`, JAX and CuPy take them without
+//! a copy, on the CPU and on CUDA.
+//!
+//! The pipeline lives on a thread of its own: an epoch borrows the Rust
+//! pipeline for as long as it runs, which a Python iterator object cannot
+//! hold, so the thread iterates and hands each batch over a rendezvous
+//! channel. Dropping the Python epoch (or breaking out of the loop) closes
+//! the channel, and the thread drops the Rust epoch, which cancels its work.
+
+use std::ffi::{CStr, c_void};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use gpufeed::interop::dlpack::{Dlpack, Part, SharedBatch};
+use gpufeed::{DType, Device, Layout, Source, Transform};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+pyo3::create_exception!(
+    _gpufeed,
+    Error,
+    pyo3::exceptions::PyRuntimeError,
+    "A gpufeed error; the message names the file or setting."
+);
+
+fn err(e: gpufeed::Error) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+/// What the pipeline thread is asked to do.
+enum Command {
+    /// Run an epoch from a position, sending batches (or the error) here.
+    Epoch(u64, usize, Sender<gpufeed::Result<gpufeed::Batch>>),
+}
+
+/// A running gpufeed pipeline.
+#[pyclass(module = "gpufeed._gpufeed")]
+struct Pipeline {
+    commands: Mutex<Option<Sender<Command>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    batches_per_epoch: usize,
+    samples: usize,
+    stats: Mutex<Receiver<gpufeed::pipeline::Stats>>,
+    stats_ask: Mutex<Sender<()>>,
+}
+
+fn parse_device(s: &str) -> PyResult<Device> {
+    Ok(match s {
+        "cpu" => Device::Cpu,
+        "auto" => Device::Auto,
+        "cuda" => Device::Cuda(0),
+        _ => match s.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(n) => Device::Cuda(n),
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "device {s:?}: expected cpu, auto, cuda or cuda:N"
+                )));
+            }
+        },
+    })
+}
+
+fn parse_dtype(s: &str) -> PyResult<DType> {
+    Ok(match s {
+        "uint8" | "u8" => DType::U8,
+        "float16" | "f16" => DType::F16,
+        "bfloat16" | "bf16" => DType::BF16,
+        "float32" | "f32" => DType::F32,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "dtype {s:?}: expected uint8, float16, bfloat16 or float32"
+            )));
+        }
+    })
+}
+
+#[pymethods]
+impl Pipeline {
+    /// `Pipeline(root, *, list=None, batch_size=256, size=224, transform="train",
+    /// eval_resize=None, dtype="float32", layout="nchw", normalize=True,
+    /// antialias=True, seed=0, shuffle=True, rank=0, world_size=1,
+    /// drop_last=False, readers=2, workers=None, prefetch=2, device="auto")`:
+    /// the builder's settings, with the builder's defaults.
+    #[new]
+    #[pyo3(signature = (root=None, *, list=None, batch_size=256, size=224, transform="train",
+        eval_resize=None, dtype="float32", layout="nchw", normalize=true, antialias=true,
+        seed=0, shuffle=true, rank=0, world_size=1, drop_last=false, readers=2, workers=None,
+        prefetch=2, device="auto"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        root: Option<PathBuf>,
+        list: Option<PathBuf>,
+        batch_size: usize,
+        size: usize,
+        transform: &str,
+        eval_resize: Option<u32>,
+        dtype: &str,
+        layout: &str,
+        normalize: bool,
+        antialias: bool,
+        seed: u64,
+        shuffle: bool,
+        rank: usize,
+        world_size: usize,
+        drop_last: bool,
+        readers: usize,
+        workers: Option<usize>,
+        prefetch: usize,
+        device: &str,
+    ) -> PyResult<Pipeline> {
+        let source = match (root, list) {
+            (Some(r), None) => Source::image_folder(r).map_err(err)?,
+            (None, Some(l)) => Source::file_list(l).map_err(err)?,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "give either root (an ImageFolder) or list= (a list file)",
+                ));
+            }
+        };
+        let transform = match transform {
+            "train" => Transform::RANDOM_RESIZED_CROP,
+            "eval" => Transform::CenterCrop {
+                resize: eval_resize.unwrap_or((size * 8 / 7) as u32),
+            },
+            "resize" => Transform::Resize,
+            t => {
+                return Err(PyValueError::new_err(format!(
+                    "transform {t:?}: expected train, eval or resize"
+                )));
+            }
+        };
+        let layout = match layout {
+            "nchw" => Layout::Nchw,
+            "nhwc" => Layout::Nhwc,
+            l => return Err(PyValueError::new_err(format!("layout {l:?}: nchw or nhwc"))),
+        };
+        let dtype = parse_dtype(dtype)?;
+        let mut b = gpufeed::Pipeline::builder()
+            .source(source)
+            .batch_size(batch_size)
+            .output_size(size, size)
+            .transform(transform)
+            .dtype(dtype)
+            .layout(layout)
+            .normalize(normalize.then_some(gpufeed::augment::Normalize::IMAGENET))
+            .antialias(antialias)
+            .seed(seed)
+            .shuffle(shuffle)
+            .shard(rank, world_size)
+            .drop_last(drop_last)
+            .readers(readers)
+            .prefetch(prefetch)
+            .device(parse_device(device)?);
+        if let Some(w) = workers {
+            b = b.workers(w);
+        }
+        let mut p = py.detach(|| b.build()).map_err(err)?;
+        let (batches_per_epoch, samples) = (p.batches_per_epoch(), p.samples_per_epoch());
+        let (tx, rx) = bounded::<Command>(0);
+        let (stats_tx, stats_rx) = bounded(1);
+        let (ask_tx, ask_rx) = bounded::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("gpufeed-python".into())
+            .spawn(move || {
+                loop {
+                    crossbeam_channel::select! {
+                        recv(rx) -> cmd => match cmd {
+                            Ok(Command::Epoch(e, pos, out)) => {
+                                for b in p.epoch_from(e, pos) {
+                                    if out.send(b).is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                            Err(_) => return,
+                        },
+                        recv(ask_rx) -> ask => match ask {
+                            Ok(()) => {
+                                let _ = stats_tx.send(p.stats());
+                            }
+                            Err(_) => return,
+                        },
+                    }
+                }
+            })
+            .map_err(|e| Error::new_err(format!("cannot start the pipeline thread: {e}")))?;
+        Ok(Pipeline {
+            commands: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            batches_per_epoch,
+            samples,
+            stats: Mutex::new(stats_rx),
+            stats_ask: Mutex::new(ask_tx),
+        })
+    }
+
+    /// The batches of `epoch` (from `position`, a value of a batch's
+    /// `resume_position`): an iterator of `(images, labels)`.
+    #[pyo3(signature = (epoch, position=0))]
+    fn epoch(&self, py: Python<'_>, epoch: u64, position: usize) -> PyResult<Epoch> {
+        let (tx, rx) = bounded(0);
+        let guard = self.commands.lock().unwrap_or_else(|e| e.into_inner());
+        let commands = guard
+            .as_ref()
+            .ok_or_else(|| Error::new_err("the pipeline is closed"))?;
+        py.detach(|| commands.send(Command::Epoch(epoch, position, tx)))
+            .map_err(|_| Error::new_err("the pipeline thread has exited"))?;
+        Ok(Epoch {
+            rx: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// Batches per epoch when no sample fails.
+    fn __len__(&self) -> usize {
+        self.batches_per_epoch
+    }
+
+    /// Positions this rank visits per epoch.
+    #[getter]
+    fn samples_per_epoch(&self) -> usize {
+        self.samples
+    }
+
+    /// Counters since the pipeline was built, as a dict (samples, batches,
+    /// bytes_read, errors by kind, seconds spent per stage).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = {
+            let ask = self.stats_ask.lock().unwrap_or_else(|e| e.into_inner());
+            let rx = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            py.detach(|| ask.send(()).ok().and_then(|()| rx.recv().ok()))
+                .ok_or_else(|| Error::new_err("the pipeline thread has exited"))?
+        };
+        let d = PyDict::new(py);
+        d.set_item("samples", s.samples)?;
+        d.set_item("batches", s.batches)?;
+        d.set_item("bytes_read", s.bytes_read)?;
+        let errors = PyDict::new(py);
+        for k in gpufeed::error::ErrorKind::ALL {
+            errors.set_item(k.name(), s.errors_of(k))?;
+        }
+        d.set_item("errors", errors)?;
+        for (name, t) in [
+            ("read_s", s.read),
+            ("parse_s", s.parse),
+            ("decode_s", s.decode),
+            ("augment_s", s.augment),
+            ("wait_s", s.wait),
+        ] {
+            d.set_item(name, t.as_secs_f64())?;
+        }
+        Ok(d)
+    }
+
+    /// Stop the pipeline's threads now (also done when it is collected).
+    fn close(&self, py: Python<'_>) {
+        self.commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t {
+            py.detach(|| {
+                let _ = t.join();
+            });
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Closing the command channel ends the thread, which drops the
+        // Rust pipeline; not joined here (no GIL to release in a drop).
+        self.commands
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
+/// An epoch's batches.
+#[pyclass(module = "gpufeed._gpufeed")]
+struct Epoch {
+    rx: Mutex<Option<Receiver<gpufeed::Result<gpufeed::Batch>>>>,
+}
+
+#[pymethods]
+impl Epoch {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<(Tensor, Tensor)>> {
+        let mut guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(rx) = guard.as_ref() else {
+            return Ok(None);
+        };
+        let Ok(batch) = py.detach(|| rx.recv()) else {
+            // The epoch is over.
+            guard.take();
+            return Ok(None);
+        };
+        let batch = batch.map_err(|e| {
+            guard.take();
+            err(e)
+        })?;
+        let cuda = batch.images().is_cuda();
+        let shared = SharedBatch::new(batch);
+        let images = py.detach(|| shared.export(Part::View(0))).map_err(err)?;
+        let labels = shared.export(Part::Labels).map_err(err)?;
+        Ok(Some((
+            Tensor::new(images, cuda),
+            Tensor::new(labels, false),
+        )))
+    }
+}
+
+/// A tensor of a batch that a framework takes through DLPack
+/// (`torch.from_dlpack(t)`, `numpy.from_dlpack(t)`), once.
+#[pyclass(module = "gpufeed._gpufeed")]
+struct Tensor {
+    dl: Mutex<Option<Dlpack>>,
+    shape: Vec<i64>,
+    device: (i32, i32),
+}
+
+impl Tensor {
+    fn new(dl: Dlpack, _cuda: bool) -> Tensor {
+        let t = dl.tensor();
+        let device = (t.device.device_type, t.device.device_id);
+        Tensor {
+            shape: dl.shape().to_vec(),
+            device,
+            dl: Mutex::new(Some(dl)),
+        }
+    }
+}
+
+const VERSIONED: &CStr = c"dltensor_versioned";
+const LEGACY: &CStr = c"dltensor";
+
+/// A capsule nobody consumed still owns its tensor: run its deleter. A
+/// consumer renames the capsule (`used_dltensor...`) when it takes it.
+unsafe extern "C" fn capsule_destructor(capsule: *mut pyo3::ffi::PyObject) {
+    // SAFETY: called by Python with a capsule made in `__dlpack__`; the
+    // pointer it holds is the managed tensor named by the capsule's name,
+    // still ours when that name is unchanged.
+    unsafe {
+        if pyo3::ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
+            let p = pyo3::ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
+                .cast::<gpufeed::interop::dlpack::DLManagedTensorVersioned>();
+            if let Some(d) = (*p).deleter {
+                d(p);
+            }
+        } else if pyo3::ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
+            let p = pyo3::ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr())
+                .cast::<gpufeed::interop::dlpack::DLManagedTensor>();
+            if let Some(d) = (*p).deleter {
+                d(p);
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Tensor {
+    /// The DLPack protocol (Python array API): a capsule of the tensor,
+    /// versioned when the consumer asks for DLPack 1.0 or later. The batch
+    /// is complete when this returns (CUDA batches are waited for), so
+    /// `stream` needs no event.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = stream;
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "gpufeed exports without a copy only",
+            ));
+        }
+        if let Some(d) = dl_device
+            && d != self.device
+        {
+            return Err(PyBufferError::new_err(format!(
+                "the tensor is on device {:?}, not {d:?}",
+                self.device
+            )));
+        }
+        let dl = self
+            .dl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| PyBufferError::new_err("this tensor was already exported"))?;
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        let (ptr, name): (*mut c_void, &CStr) = if versioned {
+            (dl.into_raw().cast(), VERSIONED)
+        } else {
+            (dl.into_raw_legacy().cast(), LEGACY)
+        };
+        // SAFETY: `ptr` is a managed tensor we own; the capsule takes it,
+        // and its destructor runs the deleter unless a consumer renamed the
+        // capsule, taking ownership (DLPack's Python specification).
+        unsafe {
+            let cap = pyo3::ffi::PyCapsule_New(ptr, name.as_ptr(), Some(capsule_destructor));
+            Bound::from_owned_ptr_or_err(py, cap)
+        }
+    }
+
+    /// `(device_type, device_id)`: `(1, 0)` for the CPU, `(2, i)` for CUDA
+    /// device i.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.device
+    }
+
+    /// The tensor's shape.
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.shape.clone()
+    }
+}
+
+#[pymodule]
+fn _gpufeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pipeline>()?;
+    m.add_class::<Epoch>()?;
+    m.add_class::<Tensor>()?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    Ok(())
+}

@@ -1,0 +1,115 @@
+"""gpufeed's Python bindings on the CPU backend, through NumPy's DLPack
+consumer (CI has no torch). Run: pytest python/tests (after
+`pip install` of the wheel maturin builds from python/)."""
+
+import gc
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import gpufeed
+
+SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "data" / "sample"
+
+
+def pipeline(**kw):
+    kw.setdefault("batch_size", 4)
+    kw.setdefault("size", 32)
+    kw.setdefault("device", "cpu")
+    kw.setdefault("workers", 2)
+    return gpufeed.Pipeline(str(SAMPLE), **kw)
+
+
+def test_batches_are_numpy_arrays_without_a_copy():
+    p = pipeline(dtype="float32")
+    assert len(p) == 7
+    n = 0
+    for images, labels in p.epoch(0):
+        assert images.__dlpack_device__() == (1, 0)
+        x = np.from_dlpack(images)
+        y = np.from_dlpack(labels)
+        assert x.shape == (4, 3, 32, 32) and x.dtype == np.float32
+        assert y.dtype == np.uint32 and y.shape == (4,)
+        assert set(y.tolist()) <= {0, 1, 2, 3}
+        # Normalized with the ImageNet statistics: about zero-centred.
+        assert -3.0 < float(x.mean()) < 3.0
+        n += len(y)
+    assert n == 28
+
+
+def test_float16_nhwc_and_uint8():
+    p = pipeline(dtype="float16", layout="nhwc")
+    images, _ = next(iter(p.epoch(0)))
+    x = np.from_dlpack(images)
+    assert x.dtype == np.float16 and x.shape == (4, 32, 32, 3)
+    p = pipeline(dtype="uint8", normalize=False)
+    images, _ = next(iter(p.epoch(0)))
+    x = np.from_dlpack(images)
+    assert x.dtype == np.uint8 and x.max() > 100
+
+
+def test_arrays_outlive_the_epoch_and_the_pipeline():
+    p = pipeline(dtype="float32", shuffle=False)
+    epoch = p.epoch(0)
+    images, labels = next(epoch)
+    x = np.from_dlpack(images)
+    y = np.from_dlpack(labels)
+    want = x.copy()
+    want_y = y.copy()
+    del epoch
+    for e in range(1, 3):
+        assert sum(1 for _ in p.epoch(e)) == 7
+    p.close()
+    del p
+    gc.collect()
+    np.testing.assert_array_equal(x, want)
+    np.testing.assert_array_equal(y, want_y)
+
+
+def test_same_seed_same_batches():
+    a = [np.from_dlpack(i).copy() for i, _ in pipeline(seed=7).epoch(3)]
+    b = [np.from_dlpack(i).copy() for i, _ in pipeline(seed=7).epoch(3)]
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_tensor_is_exported_once():
+    images, _ = next(iter(pipeline().epoch(0)))
+    np.from_dlpack(images)
+    with pytest.raises(BufferError):
+        np.from_dlpack(images)
+
+
+def test_stats():
+    p = pipeline()
+    for _ in p.epoch(0):
+        pass
+    s = p.stats()
+    assert s["samples"] == 28 and s["batches"] == 7
+    assert s["errors"]["corrupt"] == 0
+
+
+def test_errors_name_the_file(tmp_path):
+    with pytest.raises(gpufeed.Error, match="nonexistent"):
+        gpufeed.Pipeline(str(tmp_path / "nonexistent"))
+    for c in ["a", "b"]:
+        (tmp_path / c).mkdir()
+        (tmp_path / c / "x.jpg").write_bytes(b"not a jpeg")
+    p = gpufeed.Pipeline(str(tmp_path), device="cpu", size=16, batch_size=2)
+    with pytest.raises(gpufeed.Error, match="x.jpg"):
+        for _ in p.epoch(0):
+            pass
+    with pytest.raises(ValueError, match="device"):
+        pipeline(device="tpu")
+
+
+def test_a_thousand_batches_do_not_pile_up():
+    # Every batch's buffers go back when its arrays are collected.
+    p = pipeline(batch_size=28, size=16, prefetch=1)
+    n = 0
+    for e in range(1000):
+        for images, labels in p.epoch(e):
+            np.from_dlpack(images)
+            n += 1
+    assert n == 1000
