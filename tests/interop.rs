@@ -117,3 +117,30 @@ fn dropped_tensors_give_their_slots_back_over_a_thousand_batches() {
     }
     assert_eq!(p.memory().slots, 2);
 }
+
+/// Issue 17, item 1: a CPU batch moves into candle tensors without a copy,
+/// with its shape, dtype, values and labels; the pipeline goes on.
+#[cfg(feature = "candle")]
+#[test]
+fn cpu_batches_move_into_candle_tensors() {
+    let mut p = builder(Device::Cpu).dtype(DType::F32).build().unwrap();
+    let mut kept = Vec::new();
+    for e in 0..2 {
+        for b in p.epoch(e) {
+            let b = b.unwrap();
+            let want = b.images().as_f32().unwrap().to_vec();
+            let want_labels = b.labels().to_vec();
+            let (x, y) = gpufeed::interop::candle::into_candle(b).unwrap();
+            assert_eq!(x.dims(), [want_labels.len(), 3, 16, 24]);
+            assert_eq!(x.dtype(), candle_core::DType::F32);
+            assert_eq!(x.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+            assert_eq!(y.to_vec1::<u32>().unwrap(), want_labels);
+            kept.push((x, want));
+        }
+    }
+    drop(p);
+    // Tensors held past later batches and the pipeline keep their values.
+    for (x, want) in kept {
+        assert_eq!(x.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+    }
+}

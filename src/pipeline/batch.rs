@@ -177,6 +177,18 @@ impl Tensor {
         self.layout
     }
 
+    /// Move the host elements out (an empty buffer stays behind).
+    #[cfg(feature = "candle")]
+    pub(crate) fn take_host(&mut self) -> Option<TensorData> {
+        match &mut self.storage {
+            Storage::Host(d) => {
+                let empty = TensorData::zeros(self.dtype, 0);
+                Some(std::mem::replace(d, empty))
+            }
+            Storage::Cuda(_) => None,
+        }
+    }
+
     /// The CUDA device holding the elements, for a device tensor.
     pub(crate) fn device_ordinal(&self) -> Option<usize> {
         match &self.storage {
