@@ -54,6 +54,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Other frameworks take a batch without a copy through DLPack
+//! ([`interop::dlpack`]: PyTorch, JAX, CuPy, NumPy), candle on the CPU
+//! (feature `candle`), and Python through the bindings in `python/`.
+//!
 //! Samples that cannot be read or decoded never end an epoch by accident:
 //! under [`OnError::Skip`](pipeline::OnError::Skip) (the default) they are left out, counted in
 //! [`Pipeline::stats`] and listed with their file in [`Batch::skipped`].
