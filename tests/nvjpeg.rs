@@ -41,10 +41,17 @@ fn handle_without_a_gpu_is_a_typed_error() -> Outcome {
             println!("no GPU ({no_gpu}); nvjpegCreateSimple: {e}");
             assert!(matches!(e, gpufeed::Error::Device(_)), "{e:?}");
             assert!(e.to_string().contains("nvjpegCreateSimple"), "{e}");
+            // The engine query is an error too, not a panic.
+            let e = nvjpeg::hardware_decoder_info().expect_err("engine info without a GPU");
+            assert!(matches!(e, gpufeed::Error::Device(_)), "{e:?}");
         }
         Ok(devs) => {
             let h = handle.unwrap_or_else(|e| panic!("GPU {:?} present but {e}", devs[0].name));
             drop(h);
+            match nvjpeg::hardware_decoder_info() {
+                Ok((engines, cores)) => println!("hardware decoder: {engines} x {cores} cores"),
+                Err(e) => println!("no hardware decoder: {e}"),
+            }
         }
     }
     Ok(())

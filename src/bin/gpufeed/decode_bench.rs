@@ -34,6 +34,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|s| std::fs::read(&s.path).with_context(|| s.path.display().to_string()))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // The engine's width, as the library reports it (issue 16, item 2).
+    let engine = match gpufeed::decode::nvjpeg::hardware_decoder_info() {
+        Ok((engines, cores)) => {
+            if !args.json {
+                println!("hardware JPEG decoder: {engines} engines x {cores} cores");
+            }
+            serde_json::json!({"engines": engines, "cores_per_engine": cores})
+        }
+        Err(e) => {
+            if !args.json {
+                println!("hardware JPEG decoder: none ({e})");
+            }
+            serde_json::Value::Null
+        }
+    };
     let mut rows = Vec::new();
     for &share in &args.hardware_share {
         let threads = args
@@ -76,6 +91,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
             "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
+            "hardware_decoder": engine,
         });
         if !args.json {
             println!(

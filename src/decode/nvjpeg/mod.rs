@@ -227,6 +227,22 @@ pub fn version() -> Result<(i32, i32, i32)> {
     Ok((v[0], v[1], v[2]))
 }
 
+/// The hardware JPEG engine as nvJPEG reports it: `(engines, cores per
+/// engine)` (`nvjpegGetHardwareDecoderInfo` on a handle of the hardware
+/// backend). An error on a GPU without the engine, or without a GPU. DALI
+/// rounds its hardware batches up to a multiple of the cores (issue 16,
+/// item 2); `gpufeed decode-bench` prints it.
+pub fn hardware_decoder_info() -> Result<(u32, u32)> {
+    let h = Handle::with_backend(sys::nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE)?;
+    let (mut engines, mut cores) = (0 as std::os::raw::c_uint, 0 as std::os::raw::c_uint);
+    let (e, c): (*mut std::os::raw::c_uint, *mut std::os::raw::c_uint) = (&mut engines, &mut cores);
+    let raw = h.raw;
+    // `raw` is a live handle of the hardware backend; `e` and `c` point at
+    // live integers for the duration of the call.
+    nvcall!(h.lib, nvjpegGetHardwareDecoderInfo(raw, e, c))?;
+    Ok((engines, cores))
+}
+
 /// An nvJPEG library handle (`nvjpegCreateSimple`), destroyed on drop.
 pub struct Handle {
     raw: sys::nvjpegHandle_t,
