@@ -21,6 +21,34 @@ pub trait ReadBytes: Send + Sync + std::fmt::Debug {
     /// more than `max_bytes` with [`SampleError::FileTooLarge`]. Called
     /// concurrently from the reader threads.
     fn read(&self, path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError>;
+
+    /// Replace the contents of `buf` with `len` bytes of `path` from
+    /// `offset` (a member of a tar shard). The default reads the whole file
+    /// with [`read`](Self::read) and keeps the range; [`FileReader`] reads
+    /// only the range.
+    fn read_range(
+        &self,
+        path: &Path,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+        max_bytes: u64,
+    ) -> Result<(), SampleError> {
+        self.read(path, buf, u64::MAX)?;
+        let (start, end) = (offset as usize, offset.saturating_add(len) as usize);
+        if len > max_bytes {
+            return Err(SampleError::FileTooLarge {
+                bytes: len,
+                limit: max_bytes,
+            });
+        }
+        if end > buf.len() {
+            return Err(SampleError::Truncated("the shard ends inside this member"));
+        }
+        buf.copy_within(start..end, 0);
+        buf.truncate(end - start);
+        Ok(())
+    }
 }
 
 /// Whole files with one `fstat` and positioned reads (the default).
@@ -30,6 +58,39 @@ pub struct FileReader;
 impl ReadBytes for FileReader {
     fn read(&self, path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Result<(), SampleError> {
         read_file(path, buf, max_bytes)
+    }
+
+    fn read_range(
+        &self,
+        path: &Path,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+        max_bytes: u64,
+    ) -> Result<(), SampleError> {
+        buf.clear();
+        if len > max_bytes {
+            return Err(SampleError::FileTooLarge {
+                bytes: len,
+                limit: max_bytes,
+            });
+        }
+        let file = File::open(path)?;
+        buf.resize(len as usize, 0);
+        let mut done = 0usize;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        buf.truncate(done);
+        if done < len as usize {
+            return Err(SampleError::Truncated("the shard ends inside this member"));
+        }
+        Ok(())
     }
 }
 

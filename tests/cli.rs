@@ -18,6 +18,7 @@ common::tests!(
     bench_names_what_the_folder_listing_left_out,
     bench_reads_a_list_file,
     bench_writes_a_timeline,
+    pack_writes_shards_that_bench_reads,
     preview_writes_a_labelled_contact_sheet,
     kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
@@ -501,4 +502,43 @@ fn bench_writes_a_timeline() {
     let (code, _, err) = gpufeed(&["bench", "--trace", "/x.json", "--sweep", "batch=1,2"]);
     assert_eq!(code, 2);
     assert!(err.contains("--trace") && err.contains("--sweep"), "{err}");
+}
+
+/// Issue 18: `pack` writes WebDataset shards; `bench` reads them back by
+/// brace pattern.
+fn pack_writes_shards_that_bench_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = common::sample_dir();
+    let (code, out, err) = gpufeed(&[
+        "pack",
+        sample.to_str().unwrap(),
+        "-o",
+        dir.path().to_str().unwrap(),
+        "--shard-size",
+        "800KB",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("packed 28 samples") && out.contains("3 shards"),
+        "{out}"
+    );
+    let pattern = dir.path().join("shard-{000000..000002}.tar");
+    let (code, out, err) = gpufeed(&[
+        "bench",
+        pattern.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+        "--size",
+        "32",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files"], 28);
+    assert_eq!(v["epochs"][0]["images"], 28);
+    let (code, _, err) = gpufeed(&["pack", "-o", "/tmp/x", "--shard-size", "1 parsec"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown unit"), "{err}");
 }

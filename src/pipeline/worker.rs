@@ -131,8 +131,16 @@ pub(crate) fn reader_loop(
         let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
         let path = &shared.source.samples()[task.index as usize].path;
         let t0 = Instant::now();
-        let res = crate::contain::contained(|| {
-            shared.io.read(path, &mut buf, shared.config.max_file_bytes)
+        let max = shared.config.max_file_bytes;
+        let res = crate::contain::contained(|| match shared.source.member(task.index as usize) {
+            Some((
+                _,
+                crate::source::Member {
+                    problem: Some(p), ..
+                },
+            )) => Err(SampleError::Corrupt((*p).to_string())),
+            Some((shard, m)) => shared.io.read_range(shard, m.offset, m.len, &mut buf, max),
+            None => shared.io.read(path, &mut buf, max),
         })
         .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());

@@ -99,6 +99,8 @@ pub(super) fn list(root: &Path, extensions: &[&str]) -> Result<Source> {
         samples,
         classes,
         left_out,
+        shards: Vec::new(),
+        members: Vec::new(),
     })
 }
 
@@ -118,6 +120,8 @@ pub(super) fn list_flat(root: &Path, extensions: &[&str]) -> Result<Source> {
         samples,
         classes: Vec::new(),
         left_out,
+        shards: Vec::new(),
+        members: Vec::new(),
     })
 }
 

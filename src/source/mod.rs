@@ -8,6 +8,9 @@
 
 mod filelist;
 mod folder;
+mod webdataset;
+
+pub(crate) use webdataset::Member;
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +38,10 @@ pub struct Source {
     samples: Vec<Sample>,
     classes: Vec<String>,
     left_out: LeftOut,
+    /// WebDataset shards (empty for files).
+    shards: Vec<PathBuf>,
+    /// Per sample, where its image lies in `shards` (empty for files).
+    members: Vec<Member>,
 }
 
 /// Files a listing found and did not take, and why: counts by extension,
@@ -170,7 +177,32 @@ impl Source {
             samples,
             classes: Vec::new(),
             left_out: LeftOut::default(),
+            shards: Vec::new(),
+            members: Vec::new(),
         })
+    }
+
+    /// WebDataset tar shards on the local file system: paths, or patterns
+    /// with one brace range (`data/shard-{000000..000127}.tar`). A sample
+    /// is the members sharing a key: its `jpg`/`jpeg` (or `png`, `webp`)
+    /// image and its `cls` label, in shard order, so shards written from
+    /// a folder with `gpufeed pack` list the folder's samples in the
+    /// folder's order (the same `(seed, epoch)` gives the same batches).
+    /// Sample paths read `SHARD/KEY.EXT`. A key without an image is left
+    /// out ([`Source::left_out`]); one without a label fails when read.
+    pub fn webdataset<S: AsRef<str>>(shards: impl IntoIterator<Item = S>) -> Result<Source> {
+        let paths: Vec<PathBuf> = shards
+            .into_iter()
+            .flat_map(|s| webdataset::expand_braces(s.as_ref()))
+            .map(PathBuf::from)
+            .collect();
+        webdataset::list(&paths)
+    }
+
+    /// Sample `index`'s shard and member, for a WebDataset source.
+    pub(crate) fn member(&self, index: usize) -> Option<(&Path, &Member)> {
+        let m = self.members.get(index)?;
+        Some((self.shards.get(m.shard as usize)?, m))
     }
 
     /// Files the listing found and did not take (other extensions, files

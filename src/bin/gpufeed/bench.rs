@@ -146,6 +146,14 @@ pub(crate) fn dataset(
     if let Some(list) = list {
         return Ok((Source::file_list(list)?, list.to_path_buf()));
     }
+    // WebDataset shards: a .tar path or a brace pattern of them.
+    if let Some(d) = data.as_ref().and_then(|d| d.to_str())
+        && (d.ends_with(".tar") || d.contains('{'))
+    {
+        let source = Source::webdataset([d])?;
+        warn_left_out(&source);
+        return Ok((source, PathBuf::from(d)));
+    }
     let data = super::data_or_sample(data)?;
     Ok((open_dataset(&data)?, data))
 }

@@ -3,6 +3,7 @@
 mod bench;
 mod decode_bench;
 mod kernel_bench;
+mod pack;
 mod preview;
 mod scan;
 
@@ -34,6 +35,8 @@ enum Command {
     DecodeBench(decode_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),
+    /// Write WebDataset tar shards (KEY.jpg + KEY.cls) from a folder or list.
+    Pack(pack::Args),
     /// Read, parse and decode files, or every JPEG under folders; list the
     /// bad ones. Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         }),
         Command::Scan(args) => scan::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Pack(args) => pack::run(args).map(|()| ExitCode::SUCCESS),
         Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::DecodeBench(args) => decode_bench::run(args).map(|()| ExitCode::SUCCESS),
     };

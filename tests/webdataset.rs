@@ -1,0 +1,177 @@
+//! WebDataset shards on the local file system (issue 18, first part): the
+//! same samples, labels and pixels as the folder they were packed from,
+//! for the same seed; sharding across ranks; defects named by shard and
+//! key under `OnError`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
+
+/// Shards of `source` written as `gpufeed pack` writes them: `KEY.jpg` and
+/// `KEY.cls` per sample, a new shard every `per_shard` samples.
+fn pack(source: &Source, dir: &Path, per_shard: usize) -> Vec<PathBuf> {
+    let mut shards = Vec::new();
+    for (n, chunk) in source.samples().chunks(per_shard).enumerate() {
+        let path = dir.join(format!("shard-{n:06}.tar"));
+        let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
+        for (i, s) in chunk.iter().enumerate() {
+            let key = format!("{:09}", n * per_shard + i);
+            let data = std::fs::read(&s.path).unwrap();
+            let label = s.label.to_string();
+            for (name, body) in [
+                (format!("{key}.jpg"), &data[..]),
+                (format!("{key}.cls"), label.as_bytes()),
+            ] {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(body.len() as u64);
+                h.set_mode(0o644);
+                h.set_cksum();
+                b.append_data(&mut h, name, body).unwrap();
+            }
+        }
+        b.into_inner().unwrap();
+        shards.push(path);
+    }
+    shards
+}
+
+fn builder(source: Source) -> PipelineBuilder {
+    Pipeline::builder()
+        .source(source)
+        .device(Device::Cpu)
+        .batch_size(5)
+        .output_size(24, 32)
+        .seed(11)
+}
+
+#[test]
+fn shards_give_the_folder_s_samples_labels_and_pixels() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 8);
+    assert_eq!(shards.len(), 4);
+    let pattern = dir.path().join("shard-{000000..000003}.tar");
+    let wds = Source::webdataset([pattern.to_str().unwrap()]).unwrap();
+    assert_eq!(wds.len(), folder.len());
+    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
+    assert_eq!(labels(&wds), labels(&folder));
+    assert!(
+        wds.samples()[9]
+            .path
+            .ends_with("shard-000001.tar/000000009.jpg")
+    );
+    let mut a = builder(folder).build().unwrap();
+    let mut b = builder(wds).build().unwrap();
+    for epoch in 0..2 {
+        let fa: Vec<_> = a.epoch(epoch).map(Result::unwrap).collect();
+        let fb: Vec<_> = b.epoch(epoch).map(Result::unwrap).collect();
+        assert_eq!(fa.len(), fb.len());
+        for (x, y) in fa.iter().zip(&fb) {
+            assert_eq!(x.indices(), y.indices(), "epoch {epoch}: order");
+            assert_eq!(x.labels(), y.labels());
+            assert!(x.images().as_bytes() == y.images().as_bytes(), "pixels");
+        }
+    }
+}
+
+#[test]
+fn shards_split_across_ranks_like_the_folder() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 10);
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    let wds = Source::webdataset(&names).unwrap();
+    for mode in [ShardMode::Uneven, ShardMode::Pad] {
+        let mut seen = Vec::new();
+        // 28 samples over 3 ranks: Pad repeats 2 to give each rank 10.
+        for rank in 0..3 {
+            let ranked = |s: Source| builder(s).shard(rank, 3).shard_mode(mode).build().unwrap();
+            let mut a = ranked(folder.clone());
+            let mut b = ranked(wds.clone());
+            let ia: Vec<u32> = a
+                .epoch(0)
+                .flat_map(|x| x.unwrap().indices().to_vec())
+                .collect();
+            let ib: Vec<u32> = b
+                .epoch(0)
+                .flat_map(|x| x.unwrap().indices().to_vec())
+                .collect();
+            assert_eq!(ia, ib, "{mode:?} rank {rank}");
+            seen.extend(ib);
+        }
+        seen.sort();
+        let before = seen.len();
+        seen.dedup();
+        assert_eq!(seen.len(), 28, "{mode:?}: every sample");
+        match mode {
+            ShardMode::Uneven => assert_eq!(before, 28, "exactly once"),
+            _ => assert_eq!(before, 30, "padded like DistributedSampler"),
+        }
+    }
+}
+
+#[test]
+fn defects_are_named_by_shard_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("bad.tar");
+    let jpeg = std::fs::read(common::sample_dir().join("cat/cat-300572_1280.jpg")).unwrap();
+    let mut b = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    let members: Vec<(&str, &[u8])> = vec![
+        ("good.jpg", &jpeg),
+        ("good.cls", b"2"),
+        ("nolabel.jpg", &jpeg),
+        ("twice.jpg", &jpeg),
+        ("twice.jpeg", &jpeg),
+        ("twice.cls", b"1"),
+        ("badlabel.jpg", &jpeg),
+        ("badlabel.cls", b"cat"),
+        ("noimage.cls", b"3"),
+        ("junk.jpg", b"not a jpeg"),
+        ("junk.cls", b"0"),
+    ];
+    for (name, body) in members {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, body).unwrap();
+    }
+    b.into_inner().unwrap();
+    let s = Source::webdataset([shard.to_str().unwrap()]).unwrap();
+    assert_eq!(s.len(), 5);
+    assert_eq!(s.left_out().total(), 1, "the key without an image");
+    let mut p = builder(s).build().unwrap();
+    let batches: Vec<_> = p.epoch(0).map(Result::unwrap).collect();
+    let delivered: Vec<String> = batches
+        .iter()
+        .flat_map(|b| b.keys().iter().map(|k| k.display().to_string()))
+        .collect();
+    assert_eq!(delivered.len(), 1);
+    assert!(delivered[0].ends_with("bad.tar/good.jpg"));
+    let errors: Vec<String> = batches
+        .iter()
+        .flat_map(|b| b.skipped().iter().map(Error::to_string))
+        .collect();
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    for (key, why) in [
+        ("nolabel.jpg", "no cls member"),
+        ("twice.jpeg", "two image members"),
+        ("badlabel.jpg", "not a non-negative integer"),
+        ("junk.jpg", "not a JPEG"),
+    ] {
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains(&format!("bad.tar/{key}")) && e.contains(why)),
+            "{key}: {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_shard_is_an_error_naming_it() {
+    let e = Source::webdataset(["/nonexistent/shard-{0..1}.tar"]).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/shard-0.tar"), "{e}");
+}
