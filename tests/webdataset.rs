@@ -7,6 +7,16 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::Outcome;
+
+common::tests!(
+    shards_give_the_folder_s_samples_labels_and_pixels,
+    imagenet_size_photos_round_trip,
+    shards_split_across_ranks_like_the_folder,
+    defects_are_named_by_shard_and_key,
+    a_missing_shard_is_an_error_naming_it,
+);
+
 use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
 
 /// Shards of `source` written as `gpufeed pack` writes them: `KEY.jpg` and
@@ -46,7 +56,6 @@ fn builder(source: Source) -> PipelineBuilder {
         .seed(11)
 }
 
-#[test]
 fn shards_give_the_folder_s_samples_labels_and_pixels() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -54,14 +63,32 @@ fn shards_give_the_folder_s_samples_labels_and_pixels() {
     assert_eq!(shards.len(), 4);
     let pattern = dir.path().join("shard-{000000..000003}.tar");
     let wds = Source::webdataset([pattern.to_str().unwrap()]).unwrap();
-    assert_eq!(wds.len(), folder.len());
-    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
-    assert_eq!(labels(&wds), labels(&folder));
     assert!(
         wds.samples()[9]
             .path
             .ends_with("shard-000001.tar/000000009.jpg")
     );
+    same_batches(folder, wds);
+}
+
+/// The corpus's 169 ImageNet-size photos (4:2:0 and 4:4:4, a few
+/// progressive) through shards of 50.
+fn imagenet_size_photos_round_trip() -> Outcome {
+    let corpus = common::corpus()?;
+    let folder = Source::recursive(corpus.join("photos/imagenet-size")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 50);
+    assert_eq!(shards.len(), folder.len().div_ceil(50));
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    same_batches(folder, Source::webdataset(&names).unwrap());
+    Ok(())
+}
+
+/// Two pipelines, same seed, one on each source: the same batches.
+fn same_batches(folder: Source, wds: Source) {
+    assert_eq!(wds.len(), folder.len());
+    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
+    assert_eq!(labels(&wds), labels(&folder));
     let mut a = builder(folder).build().unwrap();
     let mut b = builder(wds).build().unwrap();
     for epoch in 0..2 {
@@ -76,7 +103,6 @@ fn shards_give_the_folder_s_samples_labels_and_pixels() {
     }
 }
 
-#[test]
 fn shards_split_across_ranks_like_the_folder() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -112,7 +138,6 @@ fn shards_split_across_ranks_like_the_folder() {
     }
 }
 
-#[test]
 fn defects_are_named_by_shard_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let shard = dir.path().join("bad.tar");
@@ -170,7 +195,6 @@ fn defects_are_named_by_shard_and_key() {
     }
 }
 
-#[test]
 fn a_missing_shard_is_an_error_naming_it() {
     let e = Source::webdataset(["/nonexistent/shard-{0..1}.tar"]).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/shard-0.tar"), "{e}");
