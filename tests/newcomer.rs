@@ -186,3 +186,26 @@ fn file_lists_in_the_common_forms() {
         assert_eq!(Source::file_list_anywhere(&list).unwrap().len(), 1);
     }
 }
+
+/// Issue 19, item 4: a PNG under a `.jpg` name is an image.
+#[test]
+fn a_png_named_jpg_is_an_image() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_good("cat/cat-300572_1280.jpg", &dir.path().join("cls/a.jpg"));
+    let png =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/go/video-001.png");
+    std::fs::copy(png, dir.path().join("cls/b.jpg")).unwrap();
+    let mut p = Pipeline::builder()
+        .source(Source::image_folder(dir.path()).unwrap())
+        .device(Device::Cpu)
+        .shuffle(false)
+        .batch_size(2)
+        .output_size(16, 16)
+        .build()
+        .unwrap();
+    let b = p.epoch(0).next().unwrap().unwrap();
+    assert_eq!(b.len(), 2, "{:?}", b.skipped());
+    assert!(b.skipped().is_empty());
+    let (a, png) = b.images().as_f32().unwrap().split_at(3 * 16 * 16);
+    assert!(png.iter().any(|v| v.abs() > 0.1) && a != png);
+}

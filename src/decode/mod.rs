@@ -6,11 +6,23 @@
 mod cpu;
 pub mod nvjpeg;
 mod orient;
+pub(crate) mod png;
 #[cfg(feature = "turbojpeg")]
 mod turbo;
 
 pub use cpu::{CpuBackend, CpuDecoder};
 pub use orient::apply_orientation;
+
+/// Decode a PNG (any color type, 8 or 16 bits) to RGB, as the pipeline
+/// does for files whose bytes are a PNG whatever their name; images over
+/// `max_pixels` are refused from the header.
+pub fn decode_png(
+    bytes: &[u8],
+    max_pixels: u64,
+    out: &mut Image,
+) -> Result<(), crate::error::SampleError> {
+    png::decode(bytes, max_pixels, out)
+}
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`,
 /// no row padding.

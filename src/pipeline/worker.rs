@@ -214,6 +214,15 @@ fn process(
     let cfg = &shared.config;
     let c = &shared.counters;
     let t0 = Instant::now();
+    if crate::decode::png::is_png(bytes) {
+        // A PNG, whatever its name: decoded here, then augmented like a
+        // CPU-decoded JPEG (issue 19, item 4).
+        crate::decode::png::decode(bytes, cfg.max_pixels, &mut s.image)?;
+        let n = s.image.data.len();
+        shared.size(PIXELS, &mut s.image.data, n);
+        Counters::add_time(&c.decode_ns, t0.elapsed());
+        return Ok(augment_decoded(shared, s, task));
+    }
     let header = parse_header(bytes, cfg.max_pixels)?;
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
@@ -264,15 +273,27 @@ fn process(
     }
     let n = s.image.data.len();
     shared.size(PIXELS, &mut s.image.data, n);
-    let t2 = Instant::now();
-    Counters::add_time(&c.decode_ns, t2 - t1);
+    Counters::add_time(&c.decode_ns, t1.elapsed());
     trace("decode", t1);
+    Ok(augment_decoded(shared, s, task))
+}
 
+/// The decoded image in `s.image`, cut to its crop region for the device
+/// stage, or augmented here.
+fn augment_decoded(shared: &Shared, s: &mut Scratch, task: Task) -> Output {
+    let cfg = &shared.config;
+    let c = &shared.counters;
+    let trace = |name, from: Instant| {
+        if let Some(t) = &shared.trace {
+            t.span(name, from, Arg::Sample(task.index));
+        }
+    };
+    let t2 = Instant::now();
     let params = draws(cfg, task, (s.image.width, s.image.height));
     if let Some(limit) = cfg.region_limit {
         let region = Region::cut(&s.image, params);
         if region.pixels.len() <= limit {
-            return Ok(Output::Region(region));
+            return Output::Region(region);
         }
         // Too large to stage: augment here from the region, which the
         // shifted parameters address exactly like the full image.
@@ -284,12 +305,12 @@ fn process(
         let out = augment_on_cpu(shared, &mut s.resampler, &img, &region.params);
         Counters::add_time(&c.augment_ns, t2.elapsed());
         trace("augment", t2);
-        return Ok(Output::Host(out));
+        return Output::Host(out);
     }
     let out = augment_on_cpu(shared, &mut s.resampler, &s.image, &params);
     Counters::add_time(&c.augment_ns, t2.elapsed());
     trace("augment", t2);
-    Ok(Output::Host(out))
+    Output::Host(out)
 }
 
 /// Every draw's geometry, view-major: a pure function of the sample and the
