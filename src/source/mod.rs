@@ -199,6 +199,31 @@ impl Source {
         webdataset::list(&paths)
     }
 
+    /// Read sample `index`'s bytes (a file, or a member of a shard) into
+    /// `buf` from the local file system, refusing more than `max_bytes`:
+    /// what the pipeline's readers do with the default [`FileReader`](crate::reader::FileReader).
+    pub fn read(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+        max_bytes: u64,
+    ) -> std::result::Result<(), crate::error::SampleError> {
+        use crate::reader::{FileReader, ReadBytes};
+        match self.member(index) {
+            Some((
+                _,
+                Member {
+                    problem: Some(p), ..
+                },
+            )) => Err(crate::error::SampleError::Corrupt((*p).to_string())),
+            Some((shard, m)) => FileReader.read_range(shard, m.offset, m.len, buf, max_bytes),
+            None => {
+                let path = &self.samples[index].path;
+                FileReader.read(path, buf, max_bytes)
+            }
+        }
+    }
+
     /// Sample `index`'s shard and member, for a WebDataset source.
     pub(crate) fn member(&self, index: usize) -> Option<(&Path, &Member)> {
         let m = self.members.get(index)?;

@@ -45,15 +45,16 @@ enum Outcome {
 }
 
 fn check(
-    path: &std::path::Path,
+    source: &Source,
+    index: usize,
     max_pixels: u64,
     dec: &mut CpuDecoder,
     img: &mut Image,
 ) -> Outcome {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => return Outcome::Failed(SampleError::Read(e)),
-    };
+    let mut bytes = Vec::new();
+    if let Err(e) = source.read(index, &mut bytes, u64::MAX) {
+        return Outcome::Failed(e);
+    }
     // As the pipeline: a PNG is an image whatever its name.
     let result = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         gpufeed::decode::decode_png(&bytes, max_pixels, img)
@@ -66,31 +67,52 @@ fn check(
     }
 }
 
-/// The files named, and the JPEGs under the folders named, in the order
-/// given (each folder sorted). A file is checked whatever its name: the
-/// user asked for it.
-fn list(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// A sample to check: (source, index in it).
+type Item = (usize, usize);
+
+/// The files named, the JPEGs under the folders named and the samples of
+/// the WebDataset shards named (a `.tar` path or a brace pattern), in the
+/// order given (each folder sorted): one source per argument, and every
+/// (source, sample). A file is checked whatever its name: the user asked
+/// for it.
+fn list(paths: &[PathBuf]) -> anyhow::Result<(Vec<Source>, Vec<Item>)> {
+    let mut sources = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        if meta.is_dir() {
-            files.extend(
-                Source::recursive(p)?
-                    .samples()
-                    .iter()
-                    .map(|s| s.path.clone()),
-            );
+        let text = p.to_string_lossy();
+        let source = if text.ends_with(".tar") || text.contains('{') {
+            Source::webdataset([text.as_ref()])?
         } else {
-            files.push(p.clone());
-        }
+            let meta = std::fs::metadata(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            if meta.is_dir() {
+                Source::recursive(p)?
+            } else {
+                let parent = p.parent().unwrap_or(std::path::Path::new("."));
+                let one = gpufeed::source::Sample {
+                    path: p.clone(),
+                    label: 0,
+                };
+                Source::from_samples(parent, vec![one])?
+            }
+        };
+        super::bench::warn_left_out(&source);
+        sources.push(source);
     }
-    Ok(files)
+    let items = sources
+        .iter()
+        .enumerate()
+        .flat_map(|(si, s)| (0..s.len()).map(move |i| (si, i)))
+        .collect();
+    Ok((sources, items))
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Fail early, with the reason, when the decoder is not compiled in.
     CpuDecoder::with_backend(args.cpu_decoder, true)?;
-    let files = list(&args.data)?;
+    let (sources, items) = list(&args.data)?;
+    let files: Vec<PathBuf> = items
+        .iter()
+        .map(|&(s, i)| sources[s].samples()[i].path.clone())
+        .collect();
     let threads = args
         .threads
         .unwrap_or_else(|| {
@@ -105,12 +127,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(work_tx);
     let files = Arc::new(files);
+    let (sources, items) = (Arc::new(sources), Arc::new(items));
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Outcome)>();
     // What each thread is working on, for the timeout watchdog below.
     let busy: Arc<Vec<Busy>> = Arc::new((0..threads).map(|_| Mutex::new(None)).collect());
     for t in 0..threads {
-        let (files, work_rx, done_tx, busy) = (
-            files.clone(),
+        let (sources, items, work_rx, done_tx, busy) = (
+            sources.clone(),
+            items.clone(),
             work_rx.clone(),
             done_tx.clone(),
             busy.clone(),
@@ -121,7 +145,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             let mut img = Image::default();
             for i in work_rx {
                 *busy[t].lock().expect("not poisoned") = Some((i, Instant::now()));
-                let outcome = check(&files[i], max_pixels, &mut dec, &mut img);
+                let (si, index) = items[i];
+                let outcome = check(&sources[si], index, max_pixels, &mut dec, &mut img);
                 *busy[t].lock().expect("not poisoned") = None;
                 if done_tx.send((i, outcome)).is_err() {
                     return;
