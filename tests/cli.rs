@@ -541,7 +541,10 @@ fn pack_writes_shards_that_bench_reads() {
     // scan reads the shards' members too.
     let (code, out, err) = gpufeed(&["scan", pattern.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("28 files: 28 decoded, 0 typed errors"), "{out}");
+    assert!(
+        out.contains("28 files: 28 decoded, 0 typed errors"),
+        "{out}"
+    );
     let (code, _, err) = gpufeed(&["pack", "-o", "/tmp/x", "--shard-size", "1 parsec"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown unit"), "{err}");
