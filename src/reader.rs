@@ -76,18 +76,8 @@ impl ReadBytes for FileReader {
             });
         }
         let file = File::open(path)?;
-        buf.resize(len as usize, 0);
-        let mut done = 0usize;
-        while done < buf.len() {
-            match file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        buf.truncate(done);
-        if done < len as usize {
+        read_at_into(&file, offset, len, buf)?;
+        if buf.len() < len as usize {
             return Err(SampleError::Truncated("the shard ends inside this member"));
         }
         Ok(())
@@ -113,12 +103,18 @@ pub(crate) fn read_file(path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Resul
             limit: max_bytes,
         });
     }
+    // A file that shrank after the fstat keeps what is there; the parser
+    // reports the truncation with its own words.
+    read_at_into(&file, 0, len, buf)
+}
+
+/// Fill `buf` with up to `len` bytes of `file` from `offset` by positioned
+/// reads; shorter when the file ends first.
+fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result<(), SampleError> {
     buf.resize(len as usize, 0);
     let mut done = 0usize;
     while done < buf.len() {
-        match file.read_at(&mut buf[done..], done as u64) {
-            // The file shrank after the fstat: keep what is there; the
-            // parser reports the truncation with its own words.
+        match file.read_at(&mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -83,7 +83,7 @@ fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Verdict> {
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let bytes = std::fs::read(&files[i]).expect("corpus file readable");
                         // As the pipeline: a PNG is an image whatever its name.
-                        if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+                        if gpufeed::decode::is_png(&bytes) {
                             return gpufeed::decode::decode_png(
                                 &bytes,
                                 DEFAULT_MAX_PIXELS,

@@ -30,21 +30,22 @@ fn pack(source: &Source, dir: &Path, per_shard: usize) -> Vec<PathBuf> {
             let key = format!("{:09}", n * per_shard + i);
             let data = std::fs::read(&s.path).unwrap();
             let label = s.label.to_string();
-            for (name, body) in [
-                (format!("{key}.jpg"), &data[..]),
-                (format!("{key}.cls"), label.as_bytes()),
-            ] {
-                let mut h = tar::Header::new_gnu();
-                h.set_size(body.len() as u64);
-                h.set_mode(0o644);
-                h.set_cksum();
-                b.append_data(&mut h, name, body).unwrap();
-            }
+            append(&mut b, &format!("{key}.jpg"), &data);
+            append(&mut b, &format!("{key}.cls"), label.as_bytes());
         }
         b.into_inner().unwrap();
         shards.push(path);
     }
     shards
+}
+
+/// One tar member, as `gpufeed pack` writes it.
+fn append(b: &mut tar::Builder<std::fs::File>, name: &str, body: &[u8]) {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(body.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    b.append_data(&mut h, name, body).unwrap();
 }
 
 fn builder(source: Source) -> PipelineBuilder {
@@ -157,11 +158,7 @@ fn defects_are_named_by_shard_and_key() {
         ("junk.cls", b"0"),
     ];
     for (name, body) in members {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(body.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append_data(&mut h, name, body).unwrap();
+        append(&mut b, name, body);
     }
     b.into_inner().unwrap();
     let s = Source::webdataset([shard.to_str().unwrap()]).unwrap();

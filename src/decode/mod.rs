@@ -13,6 +13,12 @@ mod turbo;
 pub use cpu::{CpuBackend, CpuDecoder};
 pub use orient::apply_orientation;
 
+/// Whether `bytes` start with the PNG signature: the pipeline decodes
+/// such a file as a PNG whatever its name.
+pub fn is_png(bytes: &[u8]) -> bool {
+    png::is_png(bytes)
+}
+
 /// Decode a PNG (any color type, 8 or 16 bits) to RGB, as the pipeline
 /// does for files whose bytes are a PNG whatever their name; images over
 /// `max_pixels` are refused from the header.

@@ -56,7 +56,7 @@ fn check(
         return Outcome::Failed(e);
     }
     // As the pipeline: a PNG is an image whatever its name.
-    let result = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+    let result = if gpufeed::decode::is_png(&bytes) {
         gpufeed::decode::decode_png(&bytes, max_pixels, img)
     } else {
         parse_header(&bytes, max_pixels).and_then(|h| dec.decode(&bytes, &h, img))
