@@ -23,6 +23,8 @@ pub(crate) struct Counters {
     pub(crate) queue_depth_sum: AtomicU64,
     pub(crate) queue_depth_polls: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
+    pub(crate) requests: AtomicU64,
+    pub(crate) retries: AtomicU64,
 }
 
 impl Counters {
@@ -53,6 +55,8 @@ impl Counters {
             queue_depth_sum: self.queue_depth_sum.load(Relaxed),
             queue_depth_polls: self.queue_depth_polls.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
+            requests: self.requests.load(Relaxed),
+            retries: self.retries.load(Relaxed),
         }
     }
 }
@@ -103,6 +107,11 @@ pub struct Stats {
     pub queue_depth_polls: u64,
     /// Failed samples per kind, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// Requests to object storage (shards read by URL; 0 for local
+    /// files), neighbouring members merged into one; retries not counted.
+    pub requests: u64,
+    /// Requests to object storage sent again after a failure.
+    pub retries: u64,
 }
 
 impl Stats {

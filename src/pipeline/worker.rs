@@ -119,6 +119,10 @@ pub(crate) fn reader_loop(
     out: Sender<Read>,
     done: Sender<Done>,
 ) {
+    #[cfg(feature = "object-store")]
+    if shared.source.store().is_some() {
+        return remote_reader_loop(shared, pools, tasks, out, done);
+    }
     for task in tasks {
         if shared.is_stale(task.generation) {
             let _ = done.send(Done {
@@ -129,32 +133,125 @@ pub(crate) fn reader_loop(
             continue;
         }
         let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
-        let path = &shared.source.samples()[task.index as usize].path;
         let t0 = Instant::now();
         let max = shared.config.max_file_bytes;
-        let res = crate::contain::contained(|| match shared.source.member(task.index as usize) {
-            Some((
-                _,
-                crate::source::Member {
-                    problem: Some(p), ..
-                },
-            )) => Err(SampleError::Corrupt((*p).to_string())),
-            Some((shard, m)) => shared.io.read_range(shard, m.offset, m.len, &mut buf, max),
-            None => shared.io.read(path, &mut buf, max),
+        let res = crate::contain::contained(|| {
+            shared
+                .source
+                .read_with(&*shared.io, task.index as usize, &mut buf, max)
         })
         .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
-        Counters::add_time(&shared.counters.read_ns, t0.elapsed());
-        if let Some(t) = &shared.trace {
-            t.span("read", t0, Arg::Sample(task.index));
-        }
-        let bytes = res.map(|()| {
-            Counters::add(&shared.counters.bytes_read, buf.len() as u64);
-            let n = buf.len();
-            shared.size(FILE, &mut buf, n);
-            buf
-        });
-        if out.send(Read { task, bytes }).is_err() {
+        if !send_read(&shared, &out, task, t0, true, res.map(|()| buf)) {
             return;
+        }
+    }
+}
+
+/// Count and pass on one sample's bytes (its read time too, where the read
+/// was its own); false when the workers are gone.
+fn send_read(
+    shared: &Shared,
+    out: &Sender<Read>,
+    task: Task,
+    t0: Instant,
+    own_time: bool,
+    bytes: Result<Vec<u8>, SampleError>,
+) -> bool {
+    if own_time {
+        Counters::add_time(&shared.counters.read_ns, t0.elapsed());
+    }
+    if let Some(t) = &shared.trace {
+        t.span("read", t0, Arg::Sample(task.index));
+    }
+    let bytes = bytes.map(|mut buf| {
+        Counters::add(&shared.counters.bytes_read, buf.len() as u64);
+        let n = buf.len();
+        shared.size(FILE, &mut buf, n);
+        buf
+    });
+    out.send(Read { task, bytes }).is_ok()
+}
+
+/// Readers of shards in object storage: each takes the tasks queued
+/// behind its first and fetches them together (`remote.rs` merges
+/// neighbours and runs the rest concurrently), so a reader thread keeps
+/// several requests in flight where a local read would keep one.
+#[cfg(feature = "object-store")]
+fn remote_reader_loop(
+    shared: Arc<Shared>,
+    pools: Pools,
+    tasks: Receiver<Task>,
+    out: Sender<Read>,
+    done: Sender<Done>,
+) {
+    let Some(store) = shared.source.store() else {
+        return;
+    };
+    let max = shared.config.max_file_bytes;
+    while let Ok(first) = tasks.recv() {
+        let mut group = vec![first];
+        while group.len() < store.per_reader() {
+            match tasks.try_recv() {
+                Ok(t) => group.push(t),
+                Err(_) => break,
+            }
+        }
+        let t0 = Instant::now();
+        let mut wanted = Vec::new();
+        let mut answers: Vec<Option<Result<Vec<u8>, SampleError>>> = Vec::new();
+        for task in &group {
+            let answer = if shared.is_stale(task.generation) {
+                let _ = done.send(Done {
+                    seq: task.seq,
+                    index: task.index,
+                    result: None,
+                });
+                None
+            } else {
+                match shared.source.member(task.index as usize) {
+                    Some((_, m)) if m.problem.is_some() => Some(Err(SampleError::Corrupt(
+                        m.problem.unwrap_or_default().to_string(),
+                    ))),
+                    Some((_, m)) if m.len > max => Some(Err(SampleError::FileTooLarge {
+                        bytes: m.len,
+                        limit: max,
+                    })),
+                    Some((_, m)) => {
+                        wanted.push((answers.len(), (m.shard, m.offset, m.len)));
+                        Some(Ok(Vec::new()))
+                    }
+                    None => Some(Err(SampleError::Corrupt("not a shard member".into()))),
+                }
+            };
+            answers.push(answer);
+        }
+        let reqs: Vec<_> = wanted.iter().map(|&(_, r)| r).collect();
+        let got = crate::contain::contained(|| store.read_many(&reqs))
+            .map(|f| {
+                Counters::add(&shared.counters.requests, f.requests);
+                Counters::add(&shared.counters.retries, f.retries);
+                f.results
+            })
+            .unwrap_or_else(|m| {
+                let e = || SampleError::Panic(format!("reader: {m}"));
+                reqs.iter().map(|_| Err(e())).collect()
+            });
+        for (&(at, _), r) in wanted.iter().zip(got) {
+            answers[at] = Some(r.map(|b| {
+                let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(&b);
+                buf
+            }));
+        }
+        // The group's wait is reader time once, not once per sample.
+        Counters::add_time(&shared.counters.read_ns, t0.elapsed());
+        for (task, answer) in group.into_iter().zip(answers) {
+            if let Some(bytes) = answer
+                && !send_read(&shared, &out, task, t0, false, bytes)
+            {
+                return;
+            }
         }
     }
 }

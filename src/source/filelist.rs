@@ -73,8 +73,7 @@ pub(super) fn read(list: &Path, allow_outside: bool) -> Result<Source> {
         samples,
         classes: Vec::new(),
         left_out: Default::default(),
-        shards: Vec::new(),
-        members: Vec::new(),
+        shards: None,
     })
 }
 

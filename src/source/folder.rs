@@ -99,8 +99,7 @@ pub(super) fn list(root: &Path, extensions: &[&str]) -> Result<Source> {
         samples,
         classes,
         left_out,
-        shards: Vec::new(),
-        members: Vec::new(),
+        shards: None,
     })
 }
 
@@ -120,8 +119,7 @@ pub(super) fn list_flat(root: &Path, extensions: &[&str]) -> Result<Source> {
         samples,
         classes: Vec::new(),
         left_out,
-        shards: Vec::new(),
-        members: Vec::new(),
+        shards: None,
     })
 }
 

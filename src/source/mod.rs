@@ -8,6 +8,9 @@
 
 mod filelist;
 mod folder;
+mod index;
+#[cfg(feature = "object-store")]
+mod remote;
 mod webdataset;
 
 pub(crate) use webdataset::Member;
@@ -38,10 +41,107 @@ pub struct Source {
     samples: Vec<Sample>,
     classes: Vec<String>,
     left_out: LeftOut,
-    /// WebDataset shards (empty for files).
-    shards: Vec<PathBuf>,
-    /// Per sample, where its image lies in `shards` (empty for files).
+    /// WebDataset shards (`None` for files).
+    shards: Option<std::sync::Arc<Shards>>,
+}
+
+/// A WebDataset source's shards.
+#[derive(Debug)]
+pub(crate) struct Shards {
+    /// Local paths or URLs.
+    paths: Vec<PathBuf>,
+    /// Per sample, where its image lies in `paths`.
     members: Vec<Member>,
+    /// The client for shards in object storage (`None`: local files).
+    #[cfg(feature = "object-store")]
+    store: Option<remote::Store>,
+}
+
+/// How WebDataset shards in object storage are read
+/// ([`Source::webdataset_with`]; needs the `object-store` feature).
+/// Credentials and endpoints come from the standard environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`; `GOOGLE_*`; `AZURE_*`) as the
+/// `object_store` crate reads them, and never appear in errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Further attempts after a request fails (a timeout, a 5xx answer, a
+    /// reset connection, a body shorter than asked). A missing object is
+    /// not retried. Default 5.
+    pub retries: u32,
+    /// Wait before the first retry, doubled for each next one (up to
+    /// 10 s). Default 100 ms.
+    pub backoff: std::time::Duration,
+    /// Time limit of one request, its body included. Default 60 s.
+    pub timeout: std::time::Duration,
+    /// Samples one reader thread fetches together: their byte ranges go
+    /// out at once, neighbours in a shard merged into one request. Reader
+    /// threads times this bounds the requests in flight. Default 16.
+    pub requests_per_reader: usize,
+    /// Where shard indexes built on first open are cached (a shard with
+    /// a `SHARD.idx` beside it, from `gpufeed index` or `gpufeed pack`,
+    /// needs none). Default `$GPUFEED_CACHE`, else
+    /// `$XDG_CACHE_HOME/gpufeed`, else `~/.cache/gpufeed`; `None`: no
+    /// cache, every open downloads each unindexed shard once.
+    pub index_cache: Option<PathBuf>,
+    /// Settings for the store's client beside the environment, as
+    /// `object_store` names them (`aws_endpoint`, `aws_allow_http`,
+    /// `timeout`, ...). Default none.
+    pub config: Vec<(String, String)>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        let cache = {
+            let env = |k| {
+                std::env::var_os(k)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            };
+            env("GPUFEED_CACHE")
+                .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("gpufeed")))
+                .or_else(|| env("HOME").map(|p| p.join(".cache/gpufeed")))
+        };
+        StoreOptions {
+            retries: 5,
+            backoff: std::time::Duration::from_millis(100),
+            timeout: std::time::Duration::from_secs(60),
+            requests_per_reader: 16,
+            index_cache: cache,
+            config: Vec::new(),
+        }
+    }
+}
+
+/// Write `SHARD.idx` beside each shard (local paths, brace or `*`
+/// patterns, or URLs with the `object-store` feature): the index that
+/// lets a shard in object storage be opened without downloading it
+/// (`gpufeed index`). Returns each shard and its member count.
+pub fn index_shards<S: AsRef<str>>(
+    shards: impl IntoIterator<Item = S>,
+    opts: &StoreOptions,
+) -> Result<Vec<(String, usize)>> {
+    let names = webdataset::expand_all(shards)?;
+    if names.iter().any(|n| webdataset::is_url(n)) {
+        #[cfg(feature = "object-store")]
+        return remote::write_indexes(&names, opts);
+        #[cfg(not(feature = "object-store"))]
+        return Err(webdataset::needs_feature(&names));
+    }
+    let _ = opts;
+    names
+        .iter()
+        .map(|n| {
+            let path = Path::new(n);
+            let io = |source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            };
+            let ix = index::scan_file(path).map_err(io)?;
+            std::fs::write(index::beside(path), ix.to_text()).map_err(io)?;
+            Ok((n.clone(), ix.entries.len()))
+        })
+        .collect()
 }
 
 /// Files a listing found and did not take, and why: counts by extension,
@@ -177,57 +277,117 @@ impl Source {
             samples,
             classes: Vec::new(),
             left_out: LeftOut::default(),
-            shards: Vec::new(),
-            members: Vec::new(),
+            shards: None,
         })
     }
 
-    /// WebDataset tar shards on the local file system: paths, or patterns
-    /// with one brace range (`data/shard-{000000..000127}.tar`). A sample
-    /// is the members sharing a key: its `jpg`/`jpeg` (or `png`, `webp`)
-    /// image and its `cls` label, in shard order, so shards written from
-    /// a folder with `gpufeed pack` list the folder's samples in the
-    /// folder's order (the same `(seed, epoch)` gives the same batches).
-    /// Sample paths read `SHARD/KEY.EXT`. A key without an image is left
-    /// out ([`Source::left_out`]); one without a label fails when read.
+    /// WebDataset tar shards: local paths, patterns with one brace range
+    /// (`data/shard-{000000..000127}.tar`) or `*` and `?` in the file
+    /// name, and with the `object-store` feature URLs (`s3://`, `gs://`,
+    /// `az://`, `http(s)://`, `file://`; `*` patterns too) read with
+    /// [`StoreOptions::default`]. A sample is the members sharing a key:
+    /// its `jpg`/`jpeg` (or `png`, `webp`) image and its `cls` label, in
+    /// shard order, so shards written from a folder with `gpufeed pack`
+    /// list the folder's samples in the folder's order (the same
+    /// `(seed, epoch)` gives the same batches). Sample paths read
+    /// `SHARD/KEY.EXT`. A key without an image is left out
+    /// ([`Source::left_out`]); one without a label fails when read.
+    ///
+    /// Each shard's member offsets come from its index (`SHARD.idx`, see
+    /// [`index_shards`]) when one fits it, else from its tar headers: a
+    /// seek per member for a local file, one download of the shard for
+    /// a remote one (then cached, [`StoreOptions::index_cache`]).
     pub fn webdataset<S: AsRef<str>>(shards: impl IntoIterator<Item = S>) -> Result<Source> {
-        let paths: Vec<PathBuf> = shards
-            .into_iter()
-            .flat_map(|s| webdataset::expand_braces(s.as_ref()))
-            .map(PathBuf::from)
-            .collect();
-        webdataset::list(&paths)
+        Source::webdataset_with(shards, &StoreOptions::default())
+    }
+
+    /// [`Source::webdataset`] with settings for shards in object storage.
+    pub fn webdataset_with<S: AsRef<str>>(
+        shards: impl IntoIterator<Item = S>,
+        opts: &StoreOptions,
+    ) -> Result<Source> {
+        let names = webdataset::expand_all(shards)?;
+        let remote = names.iter().filter(|n| webdataset::is_url(n)).count();
+        if remote == 0 {
+            let _ = opts;
+            let paths: Vec<PathBuf> = names.into_iter().map(PathBuf::from).collect();
+            return webdataset::list(&paths);
+        }
+        if remote < names.len() {
+            return Err(Error::Config(
+                "shards must be all local paths or all URLs, not a mix".into(),
+            ));
+        }
+        #[cfg(feature = "object-store")]
+        return remote::list(&names, opts);
+        #[cfg(not(feature = "object-store"))]
+        Err(webdataset::needs_feature(&names))
     }
 
     /// Read sample `index`'s bytes (a file, or a member of a shard) into
-    /// `buf` from the local file system, refusing more than `max_bytes`:
-    /// what the pipeline's readers do with the default [`FileReader`](crate::reader::FileReader).
+    /// `buf`, refusing more than `max_bytes`: what the pipeline's readers
+    /// do with the default [`FileReader`](crate::reader::FileReader), or
+    /// with the object store for remote shards.
     pub fn read(
         &self,
         index: usize,
         buf: &mut Vec<u8>,
         max_bytes: u64,
     ) -> std::result::Result<(), crate::error::SampleError> {
-        use crate::reader::{FileReader, ReadBytes};
+        self.read_with(&crate::reader::FileReader, index, buf, max_bytes)
+    }
+
+    /// [`Source::read`] with local bytes from `io`.
+    pub(crate) fn read_with(
+        &self,
+        io: &dyn crate::reader::ReadBytes,
+        index: usize,
+        buf: &mut Vec<u8>,
+        max_bytes: u64,
+    ) -> std::result::Result<(), crate::error::SampleError> {
+        use crate::error::SampleError;
         match self.member(index) {
             Some((
                 _,
                 Member {
                     problem: Some(p), ..
                 },
-            )) => Err(crate::error::SampleError::Corrupt((*p).to_string())),
-            Some((shard, m)) => FileReader.read_range(shard, m.offset, m.len, buf, max_bytes),
-            None => {
-                let path = &self.samples[index].path;
-                FileReader.read(path, buf, max_bytes)
+            )) => Err(SampleError::Corrupt((*p).to_string())),
+            Some((shard, m)) => {
+                #[cfg(feature = "object-store")]
+                if let Some(store) = self.store() {
+                    if m.len > max_bytes {
+                        return Err(SampleError::FileTooLarge {
+                            bytes: m.len,
+                            limit: max_bytes,
+                        });
+                    }
+                    let got = store.read_many(&[(m.shard, m.offset, m.len)]);
+                    let bytes =
+                        got.results.into_iter().next().ok_or_else(|| {
+                            SampleError::Corrupt("the store gave no answer".into())
+                        })??;
+                    buf.clear();
+                    buf.extend_from_slice(&bytes);
+                    return Ok(());
+                }
+                io.read_range(shard, m.offset, m.len, buf, max_bytes)
             }
+            None => io.read(&self.samples[index].path, buf, max_bytes),
         }
     }
 
     /// Sample `index`'s shard and member, for a WebDataset source.
     pub(crate) fn member(&self, index: usize) -> Option<(&Path, &Member)> {
-        let m = self.members.get(index)?;
-        Some((self.shards.get(m.shard as usize)?, m))
+        let s = self.shards.as_deref()?;
+        let m = s.members.get(index)?;
+        Some((s.paths.get(m.shard as usize)?, m))
+    }
+
+    /// The object store client, for shards in object storage.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn store(&self) -> Option<&remote::Store> {
+        self.shards.as_deref()?.store.as_ref()
     }
 
     /// Files the listing found and did not take (other extensions, files

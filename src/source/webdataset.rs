@@ -1,24 +1,21 @@
-//! WebDataset tar shards on the local file system (issue 18, first part).
+//! WebDataset tar shards (issue 18): names and patterns, and listing
+//! shards on the local file system. Shards in object storage are listed
+//! by `remote.rs` from the same index (`index.rs`).
 //!
 //! A sample is the group of consecutive members sharing a key (the member
 //! path up to the first dot of its file name, WebDataset's convention):
 //! the image is the `jpg`/`jpeg`/`png`/`webp` member, the label the `cls`
-//! member (a decimal integer). The shards' member headers are read once,
-//! at listing, seeking past the data (`tar` crate); readers then fetch
-//! each image with one positioned read of its byte range. A sample without
-//! an image is left out and counted in [`LeftOut`]; one without a label,
-//! or with two images, fails when read, under the pipeline's `OnError`,
-//! named `SHARD/KEY.EXT`.
+//! member (a decimal integer). Readers fetch each image with one
+//! positioned read of its byte range. A sample without an image is left
+//! out and counted in [`LeftOut`]; one without a label, or with two
+//! images, fails when read, under the pipeline's `OnError`, named
+//! `SHARD/KEY.EXT`.
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{LeftOut, Sample, Source};
+use super::index::{self, Index, Listing};
+use super::{LeftOut, Shards, Source};
 use crate::error::{Error, Result};
-
-/// Image members, by extension.
-const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
 
 /// Where a sample's image lies in its shard, or why it cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +28,27 @@ pub(crate) struct Member {
     pub(crate) len: u64,
     /// A defect found at listing that fails the sample when it is read.
     pub(crate) problem: Option<&'static str>,
+}
+
+/// Whether a shard name is a URL (`s3://...`) rather than a local path.
+pub(crate) fn is_url(s: &str) -> bool {
+    s.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+/// The error for URLs in a build without object storage.
+#[cfg(not(feature = "object-store"))]
+pub(crate) fn needs_feature(names: &[String]) -> Error {
+    let url = names
+        .iter()
+        .find(|n| is_url(n))
+        .cloned()
+        .unwrap_or_default();
+    Error::Config(format!(
+        "{url}: reading shards from object storage needs gpufeed built with the \
+         `object-store` feature"
+    ))
 }
 
 /// `shard-{000000..000003}.tar` → the four names; other text unchanged.
@@ -51,114 +69,107 @@ pub(crate) fn expand_braces(pattern: &str) -> Vec<String> {
         .collect()
 }
 
-/// Split a member path into (key, extension): the key is everything up to
-/// the first dot of the file name.
-fn key_and_extension(path: &str) -> (&str, &str) {
-    let name_start = path.rfind('/').map_or(0, |i| i + 1);
-    match path[name_start..].find('.') {
-        Some(dot) => (&path[..name_start + dot], &path[name_start + dot + 1..]),
-        None => (path, ""),
+/// `*` matches any run of characters but `/`, `?` one such character.
+pub(crate) fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            wildcard(&pattern[1..], name)
+                || (name.first().is_some_and(|&c| c != b'/') && wildcard(pattern, &name[1..]))
+        }
+        (Some(b'?'), Some(&c)) if c != b'/' => wildcard(&pattern[1..], &name[1..]),
+        (Some(p), Some(c)) if p == c => wildcard(&pattern[1..], &name[1..]),
+        _ => false,
     }
 }
 
-/// One key's members while scanning.
-#[derive(Default)]
-struct Group {
-    key: String,
-    image: Option<(String, u64, u64)>,
-    images: usize,
-    label: Option<u32>,
-    bad_label: bool,
-}
-
-fn finish(
-    g: Group,
-    shard_index: u32,
-    shard: &Path,
-    samples: &mut Vec<Sample>,
-    members: &mut Vec<Member>,
-    left_out: &mut LeftOut,
-) {
-    if g.key.is_empty() {
-        return;
-    }
-    let Some((ext, offset, len)) = g.image else {
-        left_out.extension(&shard.join(&g.key));
-        return;
+/// A local pattern with `*` or `?` in its file name: the matching files
+/// of its folder, in name order.
+fn glob_local(pattern: &str) -> Result<Vec<String>> {
+    let path = Path::new(pattern);
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (d, n.to_string_lossy().into_owned()),
+        _ => (Path::new("."), pattern.to_string()),
     };
-    let problem = if g.images > 1 {
-        Some("two image members share this key")
-    } else if g.bad_label {
-        Some("the cls member is not a non-negative integer")
-    } else if g.label.is_none() {
-        Some("no cls member (label) for this key")
+    if dir.to_string_lossy().contains(['*', '?']) {
+        return Err(Error::Config(format!(
+            "{pattern}: wildcards are taken in the file name only, not in folders"
+        )));
+    }
+    let listed = if dir.as_os_str().is_empty() {
+        Path::new(".")
     } else {
-        None
+        dir
     };
-    samples.push(Sample {
-        path: shard.join(format!("{}.{ext}", g.key)),
-        label: g.label.unwrap_or(0),
-    });
-    members.push(Member {
-        shard: shard_index,
-        offset,
-        len,
-        problem,
-    });
+    let entries = std::fs::read_dir(listed).map_err(|source| Error::Io {
+        path: listed.to_path_buf(),
+        source,
+    })?;
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| wildcard(name.as_bytes(), n.as_bytes()))
+        .map(|n| dir.join(n).to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    if out.is_empty() {
+        return Err(Error::Dataset {
+            path: pattern.into(),
+            msg: "no file matches this pattern".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// Shard names with brace ranges and local wildcards expanded (URL
+/// wildcards are listed from the store by `remote.rs`).
+pub(crate) fn expand_all<S: AsRef<str>>(
+    shards: impl IntoIterator<Item = S>,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for name in shards.into_iter().flat_map(|s| expand_braces(s.as_ref())) {
+        if !is_url(&name) && name.contains(['*', '?']) {
+            out.extend(glob_local(&name)?);
+        } else {
+            out.push(name);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Config("no shards given".into()));
+    }
+    Ok(out)
+}
+
+/// A local shard's index: `SHARD.idx` when it fits the shard, else its
+/// tar headers (a seek per member).
+fn local_index(shard: &Path) -> std::io::Result<Index> {
+    let size = std::fs::metadata(shard)?.len();
+    if let Some(ix) = std::fs::read_to_string(index::beside(shard))
+        .ok()
+        .and_then(|t| Index::parse(&t))
+        .filter(|ix| ix.fits(size))
+    {
+        return Ok(ix);
+    }
+    index::scan_file(shard)
 }
 
 pub(super) fn list(shards: &[PathBuf]) -> Result<Source> {
     let mut samples = Vec::new();
     let mut members = Vec::new();
     let mut left_out = LeftOut::default();
+    let mut listing = Listing {
+        samples: &mut samples,
+        members: &mut members,
+        left_out: &mut left_out,
+    };
     for (si, shard) in shards.iter().enumerate() {
-        let io = |source| Error::Io {
+        let ix = local_index(shard).map_err(|source| Error::Io {
             path: shard.clone(),
             source,
-        };
-        let file = File::open(shard).map_err(io)?;
-        let mut archive = tar::Archive::new(file);
-        let mut group = Group::default();
-        for entry in archive.entries_with_seek().map_err(io)? {
-            let mut entry = entry.map_err(io)?;
-            if !entry.header().entry_type().is_file() {
-                continue;
-            }
-            let path = entry.path().map_err(io)?.to_string_lossy().into_owned();
-            let (key, ext) = key_and_extension(&path);
-            let (key, ext) = (key.to_string(), ext.to_ascii_lowercase());
-            if key != group.key {
-                let done = std::mem::take(&mut group);
-                finish(
-                    done,
-                    si as u32,
-                    shard,
-                    &mut samples,
-                    &mut members,
-                    &mut left_out,
-                );
-                group.key = key;
-            }
-            if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
-                group.images += 1;
-                group.image = Some((ext, entry.raw_file_position(), entry.size()));
-            } else if ext == "cls" {
-                let mut text = String::new();
-                let ok = entry.by_ref().take(64).read_to_string(&mut text).is_ok();
-                match text.trim().parse() {
-                    Ok(l) if ok => group.label = Some(l),
-                    _ => group.bad_label = true,
-                }
-            }
-        }
-        finish(
-            group,
-            si as u32,
-            shard,
-            &mut samples,
-            &mut members,
-            &mut left_out,
-        );
+        })?;
+        listing.add(&ix.entries, si as u32, shard);
     }
     if samples.is_empty() {
         return Err(Error::Dataset {
@@ -171,8 +182,12 @@ pub(super) fn list(shards: &[PathBuf]) -> Result<Source> {
         samples,
         classes: Vec::new(),
         left_out,
-        shards: shards.to_vec(),
-        members,
+        shards: Some(std::sync::Arc::new(Shards {
+            paths: shards.to_vec(),
+            members,
+            #[cfg(feature = "object-store")]
+            store: None,
+        })),
     })
 }
 
@@ -181,16 +196,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn braces_and_keys() {
+    fn braces_wildcards_and_urls() {
         assert_eq!(
             expand_braces("a/s-{000008..000010}.tar"),
             ["a/s-000008.tar", "a/s-000009.tar", "a/s-000010.tar"]
         );
         assert_eq!(expand_braces("plain.tar"), ["plain.tar"]);
-        assert_eq!(
-            key_and_extension("d/n01.x/abc.seg.png"),
-            ("d/n01.x/abc", "seg.png")
-        );
-        assert_eq!(key_and_extension("abc"), ("abc", ""));
+        assert!(wildcard(b"shard-*.tar", b"shard-000001.tar"));
+        assert!(wildcard(b"s?.tar", b"s1.tar"));
+        assert!(!wildcard(b"s?.tar", b"s12.tar"));
+        assert!(!wildcard(b"*.tar", b"a/b.tar"));
+        assert!(!wildcard(b"shard-*.tar", b"shard-000001.tar.idx"));
+        assert!(is_url("s3://bucket/a.tar") && is_url("file:///x.tar"));
+        assert!(!is_url("data/a.tar") && !is_url("a{0..1}://"));
     }
 }

@@ -146,9 +146,8 @@ pub(crate) fn dataset(
     if let Some(list) = list {
         return Ok((Source::file_list(list)?, list.to_path_buf()));
     }
-    // WebDataset shards: a .tar path or a brace pattern of them.
     if let Some(d) = data.as_ref().and_then(|d| d.to_str())
-        && (d.ends_with(".tar") || d.contains('{'))
+        && super::names_shards(d)
     {
         let source = Source::webdataset([d])?;
         warn_left_out(&source);
@@ -256,6 +255,8 @@ struct Run {
     /// Steady state: the epochs after the first (all when there is one).
     img_per_s: f64,
     mb_per_s: f64,
+    /// Requests to object storage per second (0 for local files).
+    requests_per_s: f64,
     cpu_s_per_1000: f64,
     peak_rss_mib: f64,
     memory: gpufeed::pipeline::Memory,
@@ -420,6 +421,7 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
         backend: pipeline.backend(),
         img_per_s: images as f64 / secs,
         mb_per_s: (stats.bytes_read - steady_start.bytes_read) as f64 / 1e6 / secs,
+        requests_per_s: (stats.requests - steady_start.requests) as f64 / secs,
         cpu_s_per_1000: cpu * 1000.0 / images.max(1) as f64,
         peak_rss_mib: status_kib("VmHWM") as f64 / 1024.0,
         memory: pipeline.memory(),
@@ -621,6 +623,9 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
             "img_per_s": img_per_s,
             "wall_seconds": wall,
             "bytes_read": stats.bytes_read,
+            "requests": stats.requests,
+            "retries": stats.retries,
+            "requests_per_s": r.requests_per_s,
             "stage_ms_per_image": {
                 "read": per_image_ms(stats.read),
                 "parse": per_image_ms(stats.parse),
@@ -697,6 +702,12 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
         r.queue_depth_batches,
         r.limit
     );
+    if stats.requests > 0 {
+        println!(
+            "  object storage: {:.1} requests/s, {} requests, {} retries",
+            r.requests_per_s, stats.requests, stats.retries
+        );
+    }
     println!(
         "\n  {:<9}  {:>10}  {:>12}",
         "stage", "total s", "ms / image"

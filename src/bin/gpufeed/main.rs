@@ -37,6 +37,9 @@ enum Command {
     Preview(preview::Args),
     /// Write WebDataset tar shards (KEY.jpg + KEY.cls) from a folder or list.
     Pack(pack::Args),
+    /// Write SHARD.idx beside WebDataset shards (local or in object
+    /// storage), so they open without a walk of every tar header.
+    Index(pack::IndexArgs),
     /// Read, parse and decode files, or every JPEG under folders; list the
     /// bad ones. Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
@@ -79,6 +82,12 @@ fn parse_cpu_decoder(s: &str) -> anyhow::Result<gpufeed::decode::CpuBackend> {
     })
 }
 
+/// Whether a dataset argument names WebDataset shards: a `.tar` path or
+/// pattern (`{000..009}`, `*`), or a URL (`s3://...`).
+pub(crate) fn names_shards(s: &str) -> bool {
+    s.ends_with(".tar") || s.contains('{') || s.contains("://")
+}
+
 /// The dataset given, or the sample set shipped in the repository.
 fn data_or_sample(data: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(d) = data {
@@ -112,6 +121,7 @@ fn main() -> ExitCode {
         Command::Scan(args) => scan::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
         Command::Pack(args) => pack::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Index(args) => pack::index(args).map(|()| ExitCode::SUCCESS),
         Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::DecodeBench(args) => decode_bench::run(args).map(|()| ExitCode::SUCCESS),
     };

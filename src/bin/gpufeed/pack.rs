@@ -2,7 +2,8 @@
 //! (issue 18, item 3). Members `KEY.jpg` (the file's bytes, as they are)
 //! and `KEY.cls` (the label), keys numbered in the source's order, so that
 //! `Source::webdataset` over the shards lists the same samples in the same
-//! order as the folder.
+//! order as the folder. Each shard gets its index, `SHARD.idx` (member
+//! offsets), so that it opens from object storage without a download.
 
 use std::path::PathBuf;
 
@@ -24,6 +25,35 @@ pub(crate) struct Args {
     /// of 1000; KiB, MiB, GiB of 1024).
     #[arg(long, default_value = "1GB", value_parser = parse_size)]
     shard_size: u64,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct IndexArgs {
+    /// Shards: paths, patterns (`shard-{000000..000009}.tar`,
+    /// `shards/*.tar`) or URLs (`s3://bucket/shard-*.tar`; needs the
+    /// `object-store` feature). The index is written beside each.
+    #[arg(required = true)]
+    shards: Vec<String>,
+}
+
+pub(crate) fn index(args: IndexArgs) -> anyhow::Result<()> {
+    let opts = gpufeed::source::StoreOptions::default();
+    let done = gpufeed::source::index_shards(&args.shards, &opts)?;
+    let members: usize = done.iter().map(|(_, n)| n).sum();
+    for (shard, n) in &done {
+        println!("{shard}.idx: {n} members");
+    }
+    println!("indexed {} shard(s), {members} members", done.len());
+    Ok(())
+}
+
+/// Close a shard and write its index beside it.
+fn finish(b: tar::Builder<std::fs::File>, path: &std::path::Path) -> anyhow::Result<()> {
+    b.into_inner().context("finishing a shard")?;
+    let p = path.to_string_lossy();
+    gpufeed::source::index_shards([p.as_ref()], &Default::default())
+        .with_context(|| format!("indexing {p}"))?;
+    Ok(())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -70,7 +100,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let data = std::fs::read(&s.path).with_context(|| s.path.display().to_string())?;
         if builder.is_none() || in_shard + data.len() as u64 > args.shard_size && in_shard > 0 {
             if let Some(b) = builder.take() {
-                b.into_inner().context("finishing a shard")?;
+                finish(b, &shard_path(&args.output, shards - 1))?;
             }
             let path = shard_path(&args.output, shards);
             let file = std::fs::File::create(&path)
@@ -103,7 +133,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         bar.inc(1);
     }
     if let Some(b) = builder.take() {
-        b.into_inner().context("finishing a shard")?;
+        finish(b, &shard_path(&args.output, shards - 1))?;
     }
     bar.finish_and_clear();
     println!(

@@ -71,7 +71,7 @@ fn check(
 type Item = (usize, usize);
 
 /// The files named, the JPEGs under the folders named and the samples of
-/// the WebDataset shards named (a `.tar` path or a brace pattern), in the
+/// the WebDataset shards named (a `.tar` path or pattern, or a URL), in the
 /// order given (each folder sorted): one source per argument, and every
 /// (source, sample). A file is checked whatever its name: the user asked
 /// for it.
@@ -79,7 +79,7 @@ fn list(paths: &[PathBuf]) -> anyhow::Result<(Vec<Source>, Vec<Item>)> {
     let mut sources = Vec::new();
     for p in paths {
         let text = p.to_string_lossy();
-        let source = if text.ends_with(".tar") || text.contains('{') {
+        let source = if super::names_shards(&text) {
             Source::webdataset([text.as_ref()])?
         } else {
             let meta = std::fs::metadata(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;

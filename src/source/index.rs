@@ -1,0 +1,314 @@
+//! A WebDataset shard's index: its file members' names, byte ranges and
+//! labels, read once from the tar headers (issue 18, item 2).
+//!
+//! Random access to a shard needs each member's offset; reading them means
+//! walking every 512-byte header, which for a local file is a seek per
+//! member and for a shard in object storage is a download of the whole
+//! shard. The index keeps the walk's result in a small text file
+//! (`SHARD.idx` beside the shard, written by `gpufeed index` and `gpufeed
+//! pack`, or in a cache folder when built on first open):
+//!
+//! ```text
+//! gpufeed-wds-index 1 SHARD_BYTES
+//! OFFSET<TAB>LEN<TAB>NAME<TAB>LABEL
+//! ```
+//!
+//! one line per file member in shard order. `NAME` escapes `%`, tab, CR and
+//! LF as `%25`, `%09`, `%0D`, `%0A`; `LABEL` is the `cls` member's value,
+//! `!` for a `cls` member that is not a non-negative integer, `-` for other
+//! members. An index whose `SHARD_BYTES` differs from the shard's size is
+//! stale and ignored.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use super::{LeftOut, Member, Sample};
+
+/// Image members, by extension.
+pub(crate) const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
+
+const MAGIC: &str = "gpufeed-wds-index 1";
+
+/// A `cls` member's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Label {
+    /// Not a `cls` member.
+    None,
+    /// A non-negative integer.
+    Value(u32),
+    /// A `cls` member whose text is not one.
+    Bad,
+}
+
+/// One file member of a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) label: Label,
+}
+
+/// A shard's file members, and its size when the index was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Index {
+    pub(crate) shard_bytes: u64,
+    pub(crate) entries: Vec<Entry>,
+}
+
+/// Walk a tar archive's headers. `entries` comes from `Archive::entries`
+/// (a stream: member data is read past) or `entries_with_seek` (a file:
+/// data is seeked past); only `cls` members' data is read.
+pub(crate) fn scan<R: Read>(entries: tar::Entries<'_, R>) -> io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for entry in entries {
+        let mut entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let (offset, len) = (entry.raw_file_position(), entry.size());
+        let label = if key_and_extension(&name).1.eq_ignore_ascii_case("cls") {
+            let mut text = String::new();
+            let ok = entry.by_ref().take(64).read_to_string(&mut text).is_ok();
+            match text.trim().parse() {
+                Ok(l) if ok => Label::Value(l),
+                _ => Label::Bad,
+            }
+        } else {
+            Label::None
+        };
+        out.push(Entry {
+            name,
+            offset,
+            len,
+            label,
+        });
+    }
+    Ok(out)
+}
+
+/// Index a local shard by seeking past member data.
+pub(crate) fn scan_file(path: &Path) -> io::Result<Index> {
+    let file = std::fs::File::open(path)?;
+    let shard_bytes = file.metadata()?.len();
+    let mut archive = tar::Archive::new(file);
+    let entries = scan(archive.entries_with_seek()?)?;
+    Ok(Index {
+        shard_bytes,
+        entries,
+    })
+}
+
+/// The index file's path for a local shard: `SHARD.idx`.
+pub(crate) fn beside(shard: &Path) -> std::path::PathBuf {
+    let mut s = shard.as_os_str().to_owned();
+    s.push(".idx");
+    s.into()
+}
+
+fn escape(name: &str) -> String {
+    let mut s = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => s.push_str("%25"),
+            '\t' => s.push_str("%09"),
+            '\r' => s.push_str("%0D"),
+            '\n' => s.push_str("%0A"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+fn unescape(name: &str) -> String {
+    name.replace("%09", "\t")
+        .replace("%0D", "\r")
+        .replace("%0A", "\n")
+        .replace("%25", "%")
+}
+
+impl Index {
+    /// The index file's text.
+    pub(crate) fn to_text(&self) -> String {
+        let mut s = format!("{MAGIC} {}\n", self.shard_bytes);
+        for e in &self.entries {
+            let label = match e.label {
+                Label::None => "-".to_string(),
+                Label::Bad => "!".to_string(),
+                Label::Value(v) => v.to_string(),
+            };
+            s += &format!("{}\t{}\t{}\t{label}\n", e.offset, e.len, escape(&e.name));
+        }
+        s
+    }
+
+    /// Parse an index file; `None` when it is not one (another version,
+    /// a damaged line). A damaged index is rebuilt, never trusted.
+    pub(crate) fn parse(text: &str) -> Option<Index> {
+        let mut lines = text.lines();
+        let shard_bytes = lines.next()?.strip_prefix(MAGIC)?.trim().parse().ok()?;
+        let mut entries = Vec::new();
+        for line in lines {
+            let mut f = line.split('\t');
+            let (offset, len, name, label) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            if f.next().is_some() {
+                return None;
+            }
+            let label = match label {
+                "-" => Label::None,
+                "!" => Label::Bad,
+                v => Label::Value(v.parse().ok()?),
+            };
+            entries.push(Entry {
+                name: unescape(name),
+                offset: offset.parse().ok()?,
+                len: len.parse().ok()?,
+                label,
+            });
+        }
+        Some(Index {
+            shard_bytes,
+            entries,
+        })
+    }
+
+    /// Whether every member lies inside a shard of `shard_bytes`.
+    pub(crate) fn fits(&self, shard_bytes: u64) -> bool {
+        self.shard_bytes == shard_bytes
+            && self.entries.iter().all(|e| {
+                e.offset
+                    .checked_add(e.len)
+                    .is_some_and(|end| end <= shard_bytes)
+            })
+    }
+}
+
+/// Split a member path into (key, extension): the key is everything up to
+/// the first dot of the file name.
+pub(crate) fn key_and_extension(path: &str) -> (&str, &str) {
+    let name_start = path.rfind('/').map_or(0, |i| i + 1);
+    match path[name_start..].find('.') {
+        Some(dot) => (&path[..name_start + dot], &path[name_start + dot + 1..]),
+        None => (path, ""),
+    }
+}
+
+/// One key's members while grouping.
+#[derive(Default)]
+struct Group {
+    key: String,
+    image: Option<(String, u64, u64)>,
+    images: usize,
+    label: Option<u32>,
+    bad_label: bool,
+}
+
+/// Where grouped samples go.
+pub(crate) struct Listing<'a> {
+    pub(crate) samples: &'a mut Vec<Sample>,
+    pub(crate) members: &'a mut Vec<Member>,
+    pub(crate) left_out: &'a mut LeftOut,
+}
+
+impl Listing<'_> {
+    /// Group a shard's members by key (consecutive members sharing a key,
+    /// WebDataset's convention) into samples named `SHARD/KEY.EXT`.
+    pub(crate) fn add(&mut self, entries: &[Entry], shard_index: u32, shard: &Path) {
+        let mut group = Group::default();
+        for e in entries {
+            let (key, ext) = key_and_extension(&e.name);
+            if key != group.key {
+                let done = std::mem::take(&mut group);
+                self.finish(done, shard_index, shard);
+                group.key = key.to_string();
+            }
+            let ext = ext.to_ascii_lowercase();
+            if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
+                group.images += 1;
+                group.image = Some((ext, e.offset, e.len));
+            } else {
+                match e.label {
+                    Label::Value(l) => group.label = Some(l),
+                    Label::Bad => group.bad_label = true,
+                    Label::None => {}
+                }
+            }
+        }
+        self.finish(group, shard_index, shard);
+    }
+
+    fn finish(&mut self, g: Group, shard_index: u32, shard: &Path) {
+        if g.key.is_empty() {
+            return;
+        }
+        let Some((ext, offset, len)) = g.image else {
+            self.left_out.extension(&shard.join(&g.key));
+            return;
+        };
+        let problem = if g.images > 1 {
+            Some("two image members share this key")
+        } else if g.bad_label {
+            Some("the cls member is not a non-negative integer")
+        } else if g.label.is_none() {
+            Some("no cls member (label) for this key")
+        } else {
+            None
+        };
+        self.samples.push(Sample {
+            path: shard.join(format!("{}.{ext}", g.key)),
+            label: g.label.unwrap_or(0),
+        });
+        self.members.push(Member {
+            shard: shard_index,
+            offset,
+            len,
+            problem,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_round_trip() {
+        assert_eq!(
+            key_and_extension("d/n01.x/abc.seg.png"),
+            ("d/n01.x/abc", "seg.png")
+        );
+        assert_eq!(key_and_extension("abc"), ("abc", ""));
+        let index = Index {
+            shard_bytes: 10_240,
+            entries: vec![
+                Entry {
+                    name: "a b/100%\tx\n.jpg".into(),
+                    offset: 512,
+                    len: 3000,
+                    label: Label::None,
+                },
+                Entry {
+                    name: "a b/100%\tx\n.cls".into(),
+                    offset: 4096,
+                    len: 2,
+                    label: Label::Value(7),
+                },
+                Entry {
+                    name: "k.cls".into(),
+                    offset: 5120,
+                    len: 3,
+                    label: Label::Bad,
+                },
+            ],
+        };
+        let text = index.to_text();
+        assert_eq!(text.lines().count(), 4);
+        assert_eq!(Index::parse(&text), Some(index.clone()));
+        assert!(index.fits(10_240));
+        assert!(!index.fits(10_241));
+        // Damaged or foreign text is refused, never half-read.
+        assert_eq!(Index::parse(&text.replace("3000", "x")), None);
+        assert_eq!(Index::parse("gpufeed-wds-index 2 10\n"), None);
+    }
+}
