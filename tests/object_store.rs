@@ -35,7 +35,7 @@ common::serial_tests!(
     a_server_stopped_mid_epoch_ends_the_epoch,
     a_vanished_shard_costs_its_samples_only,
     credentials_never_appear_in_errors,
-    bench_and_scan_take_s3_urls,
+    pack_bench_and_scan_take_s3_urls,
 );
 
 const BUCKET: &str = "gpufeed-test";
@@ -658,12 +658,11 @@ fn credentials_never_appear_in_errors() -> Outcome {
     Ok(())
 }
 
-/// The CLI with the standard AWS environment: `bench` reports requests,
-/// `scan` decodes every member.
-fn bench_and_scan_take_s3_urls() -> Outcome {
+/// The CLI with the standard AWS environment: `pack -o s3://` uploads
+/// shards and indexes, `bench` reports requests, `scan` decodes every
+/// member; the packed shards list the folder's samples and labels.
+fn pack_bench_and_scan_take_s3_urls() -> Outcome {
     let server = Server::start()?;
-    let (_dir, _) = sample_shards(&server);
-    let url = format!("s3://{BUCKET}/sample/shard-*.tar");
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_gpufeed"))
             .args(args)
@@ -681,6 +680,25 @@ fn bench_and_scan_take_s3_urls() -> Outcome {
         assert!(!text.contains(SECRET), "{text}");
         text
     };
+    let sample = common::sample_dir();
+    let prefix = format!("s3://{BUCKET}/cli");
+    let packed = run(&[
+        "pack",
+        sample.to_str().unwrap(),
+        "-o",
+        &prefix,
+        "--shard-size",
+        "500kB",
+    ]);
+    assert!(
+        packed.contains(&format!("in {prefix}: {prefix}/shard-{{000000..")),
+        "{packed}"
+    );
+    let url = format!("{prefix}/shard-*.tar");
+    let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
+    let folder = Source::image_folder(&sample).unwrap();
+    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
+    assert_eq!(labels(&wds), labels(&folder));
     let bench = run(&[
         "bench", &url, "--epochs", "2", "--device", "cpu", "--batch", "8",
     ]);

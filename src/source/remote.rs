@@ -147,11 +147,18 @@ fn open(url: &url::Url, opts: &StoreOptions) -> Result<(Arc<dyn ObjectStore>, Ob
             &config,
             what
         ),
-        ObjectStoreScheme::Http => build_store!(
-            object_store::http::HttpBuilder::new().with_url(what),
-            &config,
-            what
-        ),
+        ObjectStoreScheme::Http => {
+            // A URL that says `http://` asks for plain HTTP.
+            let mut config = config;
+            if url.scheme() == "http" {
+                config.insert(0, ("allow_http".into(), "true".into()));
+            }
+            build_store!(
+                object_store::http::HttpBuilder::new().with_url(what),
+                &config,
+                what
+            )
+        }
         other => return Err(bad(format!("{other:?} is not a store gpufeed reads"))),
     };
     Ok((store, path))

@@ -18,9 +18,12 @@ pub(crate) struct Args {
     /// A list file instead of a folder.
     #[arg(long, value_name = "FILE")]
     list: Option<PathBuf>,
-    /// Output folder for shard-000000.tar, shard-000001.tar, ...
+    /// Output folder for shard-000000.tar, shard-000001.tar, ..., or a
+    /// URL prefix in object storage (`s3://bucket/train`; needs the
+    /// `object-store` feature): each shard and its index are uploaded as
+    /// soon as they are written, and the local copy removed.
     #[arg(short, long)]
-    output: PathBuf,
+    output: String,
     /// Start a new shard once one holds this much (B, KB, MB, GB; powers
     /// of 1000; KiB, MiB, GiB of 1024).
     #[arg(long, default_value = "1GB", value_parser = parse_size)]
@@ -47,13 +50,130 @@ pub(crate) fn index(args: IndexArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Close a shard and write its index beside it.
-fn finish(b: tar::Builder<std::fs::File>, path: &std::path::Path) -> anyhow::Result<()> {
-    b.into_inner().context("finishing a shard")?;
-    let p = path.to_string_lossy();
-    gpufeed::source::index_shards([p.as_ref()], &Default::default())
-        .with_context(|| format!("indexing {p}"))?;
-    Ok(())
+/// Where shards go: a local folder, or a store they are uploaded to from
+/// a local staging folder.
+struct Output {
+    dir: PathBuf,
+    #[cfg(feature = "object-store")]
+    upload: Option<upload::Uploader>,
+}
+
+impl Output {
+    fn new(output: &str) -> anyhow::Result<Output> {
+        if output.contains("://") {
+            #[cfg(feature = "object-store")]
+            {
+                let dir = std::env::temp_dir().join(format!("gpufeed-pack-{}", std::process::id()));
+                std::fs::create_dir_all(&dir)?;
+                return Ok(Output {
+                    dir,
+                    upload: Some(upload::Uploader::new(output)?),
+                });
+            }
+            #[cfg(not(feature = "object-store"))]
+            bail!(
+                "{output}: writing to object storage needs gpufeed built with the `object-store` feature"
+            );
+        }
+        let dir = PathBuf::from(output);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Output {
+            dir,
+            #[cfg(feature = "object-store")]
+            upload: None,
+        })
+    }
+
+    /// Close a shard, write its index beside it, and upload both where
+    /// the output is a store.
+    fn finish(&self, b: tar::Builder<std::fs::File>, path: &std::path::Path) -> anyhow::Result<()> {
+        b.into_inner().context("finishing a shard")?;
+        let p = path.to_string_lossy();
+        gpufeed::source::index_shards([p.as_ref()], &Default::default())
+            .with_context(|| format!("indexing {p}"))?;
+        #[cfg(feature = "object-store")]
+        if let Some(up) = &self.upload {
+            let idx = PathBuf::from(format!("{p}.idx"));
+            for f in [path, &idx] {
+                up.put(f)?;
+                std::fs::remove_file(f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How the shards are named to the user: `output` is the argument.
+    fn shown(&self, output: &str) -> String {
+        #[cfg(feature = "object-store")]
+        if self.upload.is_some() {
+            return output.trim_end_matches('/').to_string();
+        }
+        let _ = output;
+        self.dir.display().to_string()
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        #[cfg(feature = "object-store")]
+        if self.upload.is_some() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Uploads through the `object_store` crate, configured from the
+/// standard environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
+#[cfg(feature = "object-store")]
+mod upload {
+    use anyhow::Context;
+    use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart, path::Path};
+
+    /// Files above this go up in parts (S3's parts are 5 MiB at least).
+    const PART: usize = 16 << 20;
+
+    pub(super) struct Uploader {
+        rt: tokio::runtime::Runtime,
+        store: Box<dyn ObjectStore>,
+        prefix: Path,
+    }
+
+    impl Uploader {
+        pub(super) fn new(url: &str) -> anyhow::Result<Uploader> {
+            let parsed = url::Url::parse(url).with_context(|| format!("{url}: not a URL"))?;
+            let env = std::env::vars().map(|(k, v)| (k.to_ascii_lowercase(), v));
+            let (store, prefix) = object_store::parse_url_opts(&parsed, env)
+                .with_context(|| format!("{url}: opening the store"))?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(Uploader { rt, store, prefix })
+        }
+
+        /// Upload one local file under the prefix, by its file name.
+        pub(super) fn put(&self, file: &std::path::Path) -> anyhow::Result<()> {
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            let key = Path::from(format!("{}/{}", self.prefix, name.unwrap_or_default()));
+            let bytes = std::fs::read(file)?;
+            self.rt
+                .block_on(async {
+                    if bytes.len() <= PART {
+                        self.store.put(&key, bytes.into()).await.map(drop)
+                    } else {
+                        let mut w = WriteMultipart::new_with_chunk_size(
+                            self.store.put_multipart(&key).await?,
+                            PART,
+                        );
+                        for chunk in bytes.chunks(PART) {
+                            w.wait_for_capacity(4).await?;
+                            w.write(chunk);
+                        }
+                        w.finish().await.map(drop)
+                    }
+                })
+                .with_context(|| format!("uploading {key}"))
+        }
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -87,8 +207,7 @@ fn shard_path(dir: &std::path::Path, i: usize) -> PathBuf {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let (source, data) = super::bench::dataset(args.data, args.list.as_deref())?;
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
+    let out = Output::new(&args.output)?;
     let bar = ProgressBar::new(source.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} files  {per_sec}  eta {eta}")
@@ -100,9 +219,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let data = std::fs::read(&s.path).with_context(|| s.path.display().to_string())?;
         if builder.is_none() || in_shard + data.len() as u64 > args.shard_size && in_shard > 0 {
             if let Some(b) = builder.take() {
-                finish(b, &shard_path(&args.output, shards - 1))?;
+                out.finish(b, &shard_path(&out.dir, shards - 1))?;
             }
-            let path = shard_path(&args.output, shards);
+            let path = shard_path(&out.dir, shards);
             let file = std::fs::File::create(&path)
                 .with_context(|| format!("creating {}", path.display()))?;
             builder = Some(tar::Builder::new(file));
@@ -133,7 +252,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         bar.inc(1);
     }
     if let Some(b) = builder.take() {
-        finish(b, &shard_path(&args.output, shards - 1))?;
+        out.finish(b, &shard_path(&out.dir, shards - 1))?;
     }
     bar.finish_and_clear();
     println!(
@@ -142,8 +261,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         bytes / 1_000_000,
         data.display(),
         if shards == 1 { "" } else { "s" },
-        args.output.display(),
-        shard_path(&args.output, 0).display().to_string().replace(
+        out.shown(&args.output),
+        format!("{}/shard-000000.tar", out.shown(&args.output)).replace(
             "000000",
             &format!("{{000000..{:06}}}", shards.saturating_sub(1))
         )
