@@ -82,9 +82,10 @@ fn decode_all(files: &[PathBuf], backend: CpuBackend) -> Vec<Verdict> {
                     *busy[t].lock().unwrap() = Some((i, Instant::now()));
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let bytes = std::fs::read(&files[i]).expect("corpus file readable");
-                        // As the pipeline: a PNG is an image whatever its name.
-                        if gpufeed::decode::is_png(&bytes) {
-                            return gpufeed::decode::decode_png(
+                        // As the pipeline: a PNG or WebP is an image
+                        // whatever its name.
+                        if gpufeed::decode::is_png_or_webp(&bytes) {
+                            return gpufeed::decode::decode_png_or_webp(
                                 &bytes,
                                 DEFAULT_MAX_PIXELS,
                                 &mut img,

@@ -15,6 +15,7 @@ common::tests!(
     shards_split_across_ranks_like_the_folder,
     defects_are_named_by_shard_and_key,
     a_missing_shard_is_an_error_naming_it,
+    webp_and_png_members_are_images,
 );
 
 use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
@@ -195,4 +196,45 @@ fn defects_are_named_by_shard_and_key() {
 fn a_missing_shard_is_an_error_naming_it() {
     let e = Source::webdataset(["/nonexistent/shard-{0..1}.tar"]).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/shard-0.tar"), "{e}");
+}
+
+/// One photo's pixels as a lossless WebP member and as a PNG member (the
+/// same key, so the same crop): the two batches are equal byte for byte,
+/// and not blank.
+fn webp_and_png_members_are_images() {
+    let jpeg = std::fs::read(common::sample_dir().join("cat/cat-300572_1280.jpg")).unwrap();
+    let header = gpufeed::jpeg::parse_header(&jpeg, u64::MAX).unwrap();
+    let mut img = gpufeed::decode::Image::default();
+    gpufeed::decode::CpuDecoder::new(true)
+        .decode(&jpeg, &header, &mut img)
+        .unwrap();
+    let mut png_bytes = Vec::new();
+    {
+        let mut e = png::Encoder::new(&mut png_bytes, img.width, img.height);
+        e.set_color(png::ColorType::Rgb);
+        e.set_depth(png::BitDepth::Eight);
+        e.write_header().unwrap().write_image_data(&img.data).unwrap();
+    }
+    let mut webp_bytes = Vec::new();
+    image_webp::WebPEncoder::new(&mut webp_bytes)
+        .encode(&img.data, img.width, img.height, image_webp::ColorType::Rgb8)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut batches = Vec::new();
+    for (ext, body) in [("png", &png_bytes), ("webp", &webp_bytes)] {
+        let shard = dir.path().join(format!("{ext}.tar"));
+        let mut b = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+        append(&mut b, &format!("x.{ext}"), body);
+        append(&mut b, "x.cls", b"3");
+        b.into_inner().unwrap();
+        let s = Source::webdataset([shard.to_str().unwrap()]).unwrap();
+        let mut p = builder(s).batch_size(1).build().unwrap();
+        let got: Vec<_> = p.epoch(0).map(Result::unwrap).collect();
+        assert_eq!(got.len(), 1, "{ext}");
+        assert!(got[0].skipped().is_empty(), "{ext}: {:?}", got[0].skipped());
+        assert_eq!(got[0].labels(), [3]);
+        batches.push(got[0].images().as_bytes().unwrap().to_vec());
+    }
+    assert!(batches[0] == batches[1], "WebP and PNG give the same pixels");
+    assert!(batches[0].iter().any(|&b| b != batches[0][0]), "not blank");
 }

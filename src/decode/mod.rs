@@ -9,25 +9,37 @@ mod orient;
 pub(crate) mod png;
 #[cfg(feature = "turbojpeg")]
 mod turbo;
+pub(crate) mod webp;
 
 pub use cpu::{CpuBackend, CpuDecoder};
 pub use orient::apply_orientation;
 
-/// Whether `bytes` start with the PNG signature: the pipeline decodes
-/// such a file as a PNG whatever its name.
-pub fn is_png(bytes: &[u8]) -> bool {
-    png::is_png(bytes)
+/// Whether `bytes` are a PNG or a WebP (by signature): the pipeline
+/// decodes such a file on the CPU whatever its name, and everything else
+/// as a JPEG.
+pub fn is_png_or_webp(bytes: &[u8]) -> bool {
+    png::is_png(bytes) || webp::is_webp(bytes)
 }
 
-/// Decode a PNG (any color type, 8 or 16 bits) to RGB, as the pipeline
-/// does for files whose bytes are a PNG whatever their name; images over
-/// `max_pixels` are refused from the header.
-pub fn decode_png(
+/// Decode a PNG (any color type, 8 or 16 bits) or a WebP (lossy or
+/// lossless; the first frame of an animation) to RGB, alpha dropped, as
+/// the pipeline does for files whose bytes are one whatever their name;
+/// images over `max_pixels` are refused from the header. Anything else is
+/// an [`Unsupported`](crate::error::SampleError::Unsupported) error.
+pub fn decode_png_or_webp(
     bytes: &[u8],
     max_pixels: u64,
     out: &mut Image,
 ) -> Result<(), crate::error::SampleError> {
-    png::decode(bytes, max_pixels, out)
+    if png::is_png(bytes) {
+        png::decode(bytes, max_pixels, out)
+    } else if webp::is_webp(bytes) {
+        webp::decode(bytes, max_pixels, out)
+    } else {
+        Err(crate::error::SampleError::Unsupported(
+            "neither a PNG nor a WebP".into(),
+        ))
+    }
 }
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`,

@@ -311,10 +311,10 @@ fn process(
     let cfg = &shared.config;
     let c = &shared.counters;
     let t0 = Instant::now();
-    if crate::decode::png::is_png(bytes) {
-        // A PNG, whatever its name: decoded here, then augmented like a
-        // CPU-decoded JPEG (issue 19, item 4).
-        crate::decode::png::decode(bytes, cfg.max_pixels, &mut s.image)?;
+    if crate::decode::is_png_or_webp(bytes) {
+        // A PNG or WebP, whatever its name: decoded here, then augmented
+        // like a CPU-decoded JPEG (issue 19, item 4).
+        crate::decode::decode_png_or_webp(bytes, cfg.max_pixels, &mut s.image)?;
         let n = s.image.data.len();
         shared.size(PIXELS, &mut s.image.data, n);
         Counters::add_time(&c.decode_ns, t0.elapsed());

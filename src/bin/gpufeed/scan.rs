@@ -55,9 +55,9 @@ fn check(
     if let Err(e) = source.read(index, &mut bytes, u64::MAX) {
         return Outcome::Failed(e);
     }
-    // As the pipeline: a PNG is an image whatever its name.
-    let result = if gpufeed::decode::is_png(&bytes) {
-        gpufeed::decode::decode_png(&bytes, max_pixels, img)
+    // As the pipeline: a PNG or WebP is an image whatever its name.
+    let result = if gpufeed::decode::is_png_or_webp(&bytes) {
+        gpufeed::decode::decode_png_or_webp(&bytes, max_pixels, img)
     } else {
         parse_header(&bytes, max_pixels).and_then(|h| dec.decode(&bytes, &h, img))
     };
