@@ -213,11 +213,19 @@ fn webp_and_png_members_are_images() {
         let mut e = png::Encoder::new(&mut png_bytes, img.width, img.height);
         e.set_color(png::ColorType::Rgb);
         e.set_depth(png::BitDepth::Eight);
-        e.write_header().unwrap().write_image_data(&img.data).unwrap();
+        e.write_header()
+            .unwrap()
+            .write_image_data(&img.data)
+            .unwrap();
     }
     let mut webp_bytes = Vec::new();
     image_webp::WebPEncoder::new(&mut webp_bytes)
-        .encode(&img.data, img.width, img.height, image_webp::ColorType::Rgb8)
+        .encode(
+            &img.data,
+            img.width,
+            img.height,
+            image_webp::ColorType::Rgb8,
+        )
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut batches = Vec::new();
@@ -235,6 +243,9 @@ fn webp_and_png_members_are_images() {
         assert_eq!(got[0].labels(), [3]);
         batches.push(got[0].images().as_bytes().unwrap().to_vec());
     }
-    assert!(batches[0] == batches[1], "WebP and PNG give the same pixels");
+    assert!(
+        batches[0] == batches[1],
+        "WebP and PNG give the same pixels"
+    );
     assert!(batches[0].iter().any(|&b| b != batches[0][0]), "not blank");
 }

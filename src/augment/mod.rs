@@ -9,6 +9,45 @@ pub(crate) mod params;
 
 pub use params::Transform;
 
+/// `img` resized to `width × height` (both at least 1) with the pipeline's
+/// filter: triangle (bilinear) taps widened by the shrink factor when
+/// `antialias` (Pillow's and torchvision v2's antialiased resize), plain
+/// bilinear otherwise; values rounded to 8 bits. What `gpufeed pack
+/// --max-side` shrinks images with.
+pub fn resize(
+    img: &crate::decode::Image,
+    width: u32,
+    height: u32,
+    antialias: bool,
+) -> crate::decode::Image {
+    let (width, height) = (width.max(1), height.max(1));
+    let p = params::sample_params(
+        Transform::Resize,
+        0.0,
+        0.0,
+        0,
+        0,
+        0,
+        0,
+        (img.width, img.height),
+        (width, height),
+    );
+    let spec = cpu::OutSpec {
+        width: width as usize,
+        height: height as usize,
+        layout: Layout::Nhwc,
+        antialias,
+        fma: &Fma::IDENTITY,
+    };
+    let mut data = vec![0u8; 3 * width as usize * height as usize];
+    cpu::Resampler::default().run(img, &p, spec, &mut data);
+    crate::decode::Image {
+        width,
+        height,
+        data,
+    }
+}
+
 /// Element type of the image tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {

@@ -28,6 +28,85 @@ pub(crate) struct Args {
     /// of 1000; KiB, MiB, GiB of 1024).
     #[arg(long, default_value = "1GB", value_parser = parse_size)]
     shard_size: u64,
+    /// Re-encode images whose longer side exceeds this many pixels: shrunk
+    /// to it (aspect kept, antialiased, EXIF orientation applied) and
+    /// saved as JPEG at --quality, like FFCV's max_resolution. Others are
+    /// stored as they are. Default: every file as it is.
+    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(8..=65_535))]
+    max_side: Option<u32>,
+    /// JPEG quality of re-encoded images.
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: u8,
+    /// Threads reading (and re-encoding) samples. Default: all cores.
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// A sample's image member: its bytes and extension.
+struct Member {
+    bytes: Vec<u8>,
+    ext: String,
+    /// Re-encoded (shrunk), or kept because it could not be decoded.
+    reencoded: bool,
+    undecodable: bool,
+}
+
+/// Read sample `i`, shrinking and re-encoding it where `--max-side` asks.
+fn member(source: &gpufeed::Source, i: usize, args: &Args) -> anyhow::Result<Member> {
+    let path = &source.samples()[i].path;
+    let mut bytes = Vec::new();
+    source
+        .read(i, &mut bytes, u64::MAX)
+        .with_context(|| path.display().to_string())?;
+    let ext = path.extension().map_or("jpg".to_string(), |e| {
+        e.to_string_lossy().to_ascii_lowercase()
+    });
+    let mut m = Member {
+        bytes,
+        ext,
+        reencoded: false,
+        undecodable: false,
+    };
+    let Some(max) = args.max_side else {
+        return Ok(m);
+    };
+    let mut img = gpufeed::decode::Image::default();
+    let decoded = if gpufeed::decode::is_png_or_webp(&m.bytes) {
+        gpufeed::decode::decode_png_or_webp(&m.bytes, u64::MAX, &mut img)
+    } else {
+        match gpufeed::jpeg::parse_header(&m.bytes, u64::MAX) {
+            // Small enough: kept as it is, without decoding.
+            Ok(h) if h.width.max(h.height) <= max => return Ok(m),
+            Ok(h) => gpufeed::decode::CpuDecoder::new(true).decode(&m.bytes, &h, &mut img),
+            Err(e) => Err(e),
+        }
+    };
+    if decoded.is_err() {
+        // Stored as it is: the pipeline names it when it fails there.
+        m.undecodable = true;
+        return Ok(m);
+    }
+    let long = img.width.max(img.height);
+    if long <= max {
+        return Ok(m);
+    }
+    let scale = max as f64 / long as f64;
+    let w = ((img.width as f64 * scale).round() as u32).max(1);
+    let h = ((img.height as f64 * scale).round() as u32).max(1);
+    img = gpufeed::augment::resize(&img, w, h, true);
+    let mut out = Vec::new();
+    jpeg_encoder::Encoder::new(&mut out, args.quality)
+        .encode(
+            &img.data,
+            img.width as u16,
+            img.height as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .with_context(|| format!("re-encoding {}", path.display()))?;
+    m.bytes = out;
+    m.ext = "jpg".into();
+    m.reencoded = true;
+    Ok(m)
 }
 
 #[derive(clap::Args)]
@@ -206,7 +285,7 @@ fn shard_path(dir: &std::path::Path, i: usize) -> PathBuf {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let (source, data) = super::bench::dataset(args.data, args.list.as_deref())?;
+    let (source, data) = super::bench::dataset(args.data.clone(), args.list.as_deref())?;
     let out = Output::new(&args.output)?;
     let bar = ProgressBar::new(source.len() as u64);
     bar.set_style(
@@ -214,42 +293,74 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .expect("static template"),
     );
     let (mut shards, mut in_shard, mut bytes) = (0usize, 0u64, 0u64);
+    let (mut reencoded, mut undecodable) = (0usize, 0usize);
     let mut builder: Option<tar::Builder<std::fs::File>> = None;
-    for (i, s) in source.samples().iter().enumerate() {
-        let data = std::fs::read(&s.path).with_context(|| s.path.display().to_string())?;
-        if builder.is_none() || in_shard + data.len() as u64 > args.shard_size && in_shard > 0 {
-            if let Some(b) = builder.take() {
-                out.finish(b, &shard_path(&out.dir, shards - 1))?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    // Samples are read (and re-encoded) by `threads` threads a window at a
+    // time, and written in the source's order.
+    let window = 64 * threads;
+    for start in (0..source.len()).step_by(window) {
+        let end = (start + window).min(source.len());
+        let mut done: Vec<Option<anyhow::Result<Member>>> = (start..end).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (source, args) = (&source, &args);
+                    scope.spawn(move || {
+                        (start + t..end)
+                            .step_by(threads)
+                            .map(|i| (i, member(source, i, args)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for h in handles {
+                for (i, m) in h.join().unwrap_or_default() {
+                    done[i - start] = Some(m);
+                }
             }
-            let path = shard_path(&out.dir, shards);
-            let file = std::fs::File::create(&path)
-                .with_context(|| format!("creating {}", path.display()))?;
-            builder = Some(tar::Builder::new(file));
-            shards += 1;
-            in_shard = 0;
-        }
-        let Some(b) = builder.as_mut() else {
-            bail!("no shard open");
-        };
-        let ext = s.path.extension().map_or("jpg".to_string(), |e| {
-            e.to_string_lossy().to_ascii_lowercase()
         });
-        let key = format!("{i:09}");
-        let label = format!("{}", s.label);
-        for (name, body) in [
-            (format!("{key}.{ext}"), &data[..]),
-            (format!("{key}.cls"), label.as_bytes()),
-        ] {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(body.len() as u64);
-            h.set_mode(0o644);
-            h.set_cksum();
-            b.append_data(&mut h, &name, body)
-                .with_context(|| format!("writing {name}"))?;
+        for (offset, m) in done.into_iter().enumerate() {
+            let i = start + offset;
+            let s = &source.samples()[i];
+            let m = m.context("a reading thread failed")??;
+            reencoded += usize::from(m.reencoded);
+            undecodable += usize::from(m.undecodable);
+            let data = m.bytes;
+            if builder.is_none() || in_shard + data.len() as u64 > args.shard_size && in_shard > 0 {
+                if let Some(b) = builder.take() {
+                    out.finish(b, &shard_path(&out.dir, shards - 1))?;
+                }
+                let path = shard_path(&out.dir, shards);
+                let file = std::fs::File::create(&path)
+                    .with_context(|| format!("creating {}", path.display()))?;
+                builder = Some(tar::Builder::new(file));
+                shards += 1;
+                in_shard = 0;
+            }
+            let Some(b) = builder.as_mut() else {
+                bail!("no shard open");
+            };
+            let key = format!("{i:09}");
+            let label = format!("{}", s.label);
+            for (name, body) in [
+                (format!("{key}.{}", m.ext), &data[..]),
+                (format!("{key}.cls"), label.as_bytes()),
+            ] {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(body.len() as u64);
+                h.set_mode(0o644);
+                h.set_cksum();
+                b.append_data(&mut h, &name, body)
+                    .with_context(|| format!("writing {name}"))?;
+            }
+            in_shard += data.len() as u64;
+            bytes += data.len() as u64;
+            bar.inc(1);
         }
-        in_shard += data.len() as u64;
-        bytes += data.len() as u64;
-        bar.inc(1);
     }
     if let Some(b) = builder.take() {
         out.finish(b, &shard_path(&out.dir, shards - 1))?;
@@ -267,5 +378,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             &format!("{{000000..{:06}}}", shards.saturating_sub(1))
         )
     );
+    if let Some(max) = args.max_side {
+        println!(
+            "  {reencoded} re-encoded to at most {max} px (quality {}); {undecodable} could not \
+             be decoded and were stored as they are",
+            args.quality
+        );
+    }
     Ok(())
 }
