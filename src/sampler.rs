@@ -5,6 +5,11 @@
 //! PyTorch's `DistributedSampler`: the epoch permutation is made divisible by
 //! the world size (by padding or dropping, see [`ShardMode`]) and rank `r`
 //! takes positions `r, r + w, r + 2w, ...`.
+//!
+//! WebDataset shards can instead be streamed ([`Sampler::stream_shards`],
+//! issue 18): each rank reads its own shards front to back, in an order
+//! shuffled per epoch, through a shuffle buffer, as WebDataset's
+//! `shardshuffle` + `shuffle(n)` do, so that reads are sequential.
 
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
@@ -39,6 +44,17 @@ pub struct Sampler {
     rank: usize,
     world_size: usize,
     mode: ShardMode,
+    /// Streaming order over shards, when asked for.
+    stream: Option<Stream>,
+}
+
+/// The streaming order's shards and buffer.
+#[derive(Debug, Clone)]
+struct Stream {
+    /// Per shard, its first sample and sample count (contiguous, in
+    /// shard order).
+    shards: std::sync::Arc<Vec<(u32, u32)>>,
+    buffer: usize,
 }
 
 impl Sampler {
@@ -71,11 +87,123 @@ impl Sampler {
             rank,
             world_size,
             mode,
+            stream: None,
         })
+    }
+
+    /// Stream shards instead of permuting samples: `shard_sizes[k]`
+    /// samples of shard `k` follow each other in the source. Rank `r`
+    /// reads shards `r, r + w, r + 2w, ...`, each front to back, in an
+    /// order shuffled per `(seed, epoch)`, and the samples pass through a
+    /// shuffle buffer of `buffer` samples (a draw from the buffer is
+    /// replaced by the next sample read; the rest drain in random order),
+    /// so an epoch reads each shard sequentially while samples `buffer`
+    /// apart are mixed. Without shuffling, shards and samples keep their
+    /// order. [`ShardMode::Pad`] repeats the rank's own first samples up to
+    /// the largest rank's count, [`ShardMode::Drop`] cuts to the smallest,
+    /// so that every rank runs the same number of steps; `Uneven` keeps
+    /// each rank's count.
+    pub fn stream_shards(mut self, shard_sizes: &[u32], buffer: usize) -> Result<Sampler> {
+        let total: u64 = shard_sizes.iter().map(|&n| u64::from(n)).sum();
+        if total != self.len as u64 {
+            return Err(Error::Config(format!(
+                "shard sizes add up to {total} samples, the source has {}",
+                self.len
+            )));
+        }
+        if shard_sizes.len() < self.world_size {
+            return Err(Error::Config(format!(
+                "streaming {} shard(s) over {} ranks: every rank needs a shard of its own",
+                shard_sizes.len(),
+                self.world_size
+            )));
+        }
+        if buffer == 0 {
+            return Err(Error::Config(
+                "a shuffle buffer holds at least 1 sample".into(),
+            ));
+        }
+        let mut start = 0u32;
+        let shards = shard_sizes
+            .iter()
+            .map(|&n| {
+                let s = (start, n);
+                start += n;
+                s
+            })
+            .collect();
+        let stream = Stream {
+            shards: std::sync::Arc::new(shards),
+            buffer,
+        };
+        if let Some(r) = self.stream_counts(&stream).iter().position(|&n| n == 0) {
+            return Err(Error::Config(format!(
+                "streaming shards over {} ranks: rank {r}'s shards hold no samples",
+                self.world_size
+            )));
+        }
+        self.stream = Some(stream);
+        Ok(self)
+    }
+
+    /// Samples each rank streams per epoch, before padding or dropping.
+    fn stream_counts(&self, s: &Stream) -> Vec<usize> {
+        let mut counts = vec![0usize; self.world_size];
+        for (k, &(_, n)) in s.shards.iter().enumerate() {
+            counts[k % self.world_size] += n as usize;
+        }
+        counts
+    }
+
+    /// This rank's streamed order for `epoch`, before padding or dropping.
+    fn stream_order(&self, s: &Stream, epoch: u64) -> Vec<u32> {
+        let mut mine: Vec<usize> = (self.rank..s.shards.len())
+            .step_by(self.world_size)
+            .collect();
+        let samples = |shards: &[usize]| -> Vec<u32> {
+            shards
+                .iter()
+                .flat_map(|&k| {
+                    let (first, n) = s.shards[k];
+                    first..first + n
+                })
+                .collect()
+        };
+        if !self.shuffle {
+            return samples(&mine);
+        }
+        let mut rng = ChaCha8Rng::from_seed(seed_bytes(self.seed, epoch, u64::MAX, 1));
+        for i in (1..mine.len()).rev() {
+            let j = uniform_below(&mut rng, i as u64 + 1) as usize;
+            mine.swap(i, j);
+        }
+        let mut out = Vec::new();
+        let mut buffer: Vec<u32> = Vec::with_capacity(s.buffer);
+        for x in samples(&mine) {
+            if buffer.len() < s.buffer {
+                buffer.push(x);
+                continue;
+            }
+            let j = uniform_below(&mut rng, buffer.len() as u64) as usize;
+            out.push(std::mem::replace(&mut buffer[j], x));
+        }
+        while !buffer.is_empty() {
+            let j = uniform_below(&mut rng, buffer.len() as u64) as usize;
+            out.push(buffer.swap_remove(j));
+        }
+        out
     }
 
     /// Number of positions this rank visits per epoch.
     pub fn len_for_rank(&self) -> usize {
+        if let Some(s) = &self.stream {
+            let counts = self.stream_counts(s);
+            return match self.mode {
+                ShardMode::Pad => counts.iter().copied().max().unwrap_or(0),
+                ShardMode::Drop => counts.iter().copied().min().unwrap_or(0),
+                ShardMode::Uneven => counts[self.rank],
+            };
+        }
         let (n, w) = (self.len, self.world_size);
         match self.mode {
             ShardMode::Pad => n.div_ceil(w),
@@ -101,6 +229,18 @@ impl Sampler {
 
     /// The sample indices this rank visits in `epoch`, in order.
     pub fn indices(&self, epoch: u64) -> Vec<u32> {
+        if let Some(s) = &self.stream {
+            let mut order = self.stream_order(s, epoch);
+            let want = self.len_for_rank();
+            // Padding repeats the rank's own order from its start, as often
+            // as needed (a rank with one small shard beside large ones).
+            let own = order.len();
+            for i in 0..want.saturating_sub(own) {
+                order.push(order[i % own]);
+            }
+            order.truncate(want);
+            return order;
+        }
         let perm = self.permutation(epoch);
         let (w, r) = (self.world_size, self.rank);
         let total = self.len_for_rank() * w;
@@ -174,6 +314,78 @@ mod tests {
         for c in counts {
             assert!((850..1150).contains(&c), "{counts:?}");
         }
+    }
+
+    /// Streaming: every rank reads whole shards of its own, front to back
+    /// (buffer 1); a buffer mixes them; Pad and Drop equalise the counts;
+    /// orders are a pure function of the seed.
+    #[test]
+    fn streaming_reads_shards_in_order_through_the_buffer() {
+        let sizes = [5u32, 3, 4, 2, 6];
+        let base = |mode| Sampler::new(20, 9, true, 0, 1, mode).unwrap();
+        let one = base(ShardMode::Pad).stream_shards(&sizes, 1).unwrap();
+        // Buffer 1: shards front to back, shard order shuffled.
+        let order = one.indices(4);
+        let starts = [0u32, 5, 8, 12, 14];
+        let mut at = 0;
+        while at < order.len() {
+            let k = starts.iter().position(|&s| s == order[at]).unwrap();
+            let n = sizes[k] as usize;
+            let want: Vec<u32> = (starts[k]..starts[k] + n as u32).collect();
+            assert_eq!(order[at..at + n], want[..], "{order:?}");
+            at += n;
+        }
+        assert_ne!(one.indices(4), one.indices(5), "shard order per epoch");
+        let buffered = base(ShardMode::Pad).stream_shards(&sizes, 4).unwrap();
+        let o = buffered.indices(2);
+        let mut sorted = o.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..20).collect::<Vec<u32>>());
+        assert_eq!(o, buffered.indices(2));
+        let plain = Sampler::new(20, 9, false, 0, 1, ShardMode::Pad)
+            .unwrap()
+            .stream_shards(&sizes, 4)
+            .unwrap();
+        assert_eq!(plain.indices(0), (0..20).collect::<Vec<u32>>());
+        // Two ranks: shards 0, 2, 4 (15 samples) and 1, 3 (5).
+        for (mode, want) in [
+            (ShardMode::Pad, [15, 15]),
+            (ShardMode::Drop, [5, 5]),
+            (ShardMode::Uneven, [15, 5]),
+        ] {
+            let mut seen = Vec::new();
+            for (rank, &n) in want.iter().enumerate() {
+                let s = Sampler::new(20, 9, true, rank, 2, mode)
+                    .unwrap()
+                    .stream_shards(&sizes, 3)
+                    .unwrap();
+                let ix = s.indices(1);
+                assert_eq!(ix.len(), n, "{mode:?}");
+                assert_eq!(s.len_for_rank(), n);
+                let shard_of = |x: u32| starts.iter().rposition(|&st| st <= x).unwrap();
+                assert!(ix.iter().all(|&x| shard_of(x) % 2 == rank), "{ix:?}");
+                seen.extend(ix);
+            }
+            if mode == ShardMode::Uneven {
+                seen.sort();
+                assert_eq!(seen, (0..20).collect::<Vec<u32>>());
+            }
+        }
+        assert!(base(ShardMode::Pad).stream_shards(&[5, 3], 4).is_err());
+        assert!(base(ShardMode::Pad).stream_shards(&[20, 0], 4).is_ok());
+        assert!(
+            Sampler::new(20, 9, true, 1, 2, ShardMode::Pad)
+                .unwrap()
+                .stream_shards(&[20, 0], 4)
+                .is_err(),
+            "a rank whose shards are empty"
+        );
+        assert!(
+            Sampler::new(20, 9, true, 0, 6, ShardMode::Pad)
+                .unwrap()
+                .stream_shards(&sizes, 4)
+                .is_err()
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ common::serial_tests!(
     a_vanished_shard_costs_its_samples_only,
     credentials_never_appear_in_errors,
     pack_bench_and_scan_take_s3_urls,
+    streaming_from_s3_reads_whole_chunks,
 );
 
 const BUCKET: &str = "gpufeed-test";
@@ -705,5 +706,33 @@ fn pack_bench_and_scan_take_s3_urls() -> Outcome {
     assert!(bench.contains("object storage:"), "{bench}");
     let scan = run(&["scan", &url]);
     assert!(scan.contains("28 files: 28 decoded"), "{scan}");
+    Ok(())
+}
+
+/// `stream_shards` over shards in S3: every sample once with the folder
+/// pipeline's pixels, from one request per shard (each shard fits one
+/// 8 MiB chunk) instead of one per sample.
+fn streaming_from_s3_reads_whole_chunks() -> Outcome {
+    let server = Server::start()?;
+    let (_dir, shards) = sample_shards(&server);
+    let url = format!("s3://{BUCKET}/sample/shard-*.tar");
+    let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let mut reference = builder(folder).build().unwrap();
+    let mut p = builder(wds).stream_shards(8).build().unwrap();
+    for epoch in 0..2 {
+        let (want, _) = run_epoch(&mut reference, epoch);
+        let (got, failed) = run_epoch(&mut p, epoch);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(got.len(), 28);
+        for (ix, px) in &got {
+            assert!(want[ix] == *px, "epoch {epoch}: sample {ix}");
+        }
+    }
+    let stats = p.stats();
+    assert!(
+        stats.requests as usize <= 2 * shards,
+        "one request per shard and epoch at most: {stats:?}"
+    );
     Ok(())
 }

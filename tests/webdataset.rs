@@ -16,6 +16,7 @@ common::tests!(
     defects_are_named_by_shard_and_key,
     a_missing_shard_is_an_error_naming_it,
     webp_and_png_members_are_images,
+    streaming_gives_each_rank_its_shards_through_the_buffer,
 );
 
 use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
@@ -248,4 +249,71 @@ fn webp_and_png_members_are_images() {
         "WebP and PNG give the same pixels"
     );
     assert!(batches[0].iter().any(|&b| b != batches[0][0]), "not blank");
+}
+
+/// Each delivered sample's pixels by sample index, over one epoch.
+fn pixels_by_sample(p: &mut Pipeline, epoch: u64) -> std::collections::BTreeMap<u32, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for b in p.epoch(epoch) {
+        let b = b.unwrap();
+        let bytes = b.images().as_bytes().unwrap();
+        let per = bytes.len() / b.indices().len();
+        for (i, &ix) in b.indices().iter().enumerate() {
+            assert!(
+                out.insert(ix, bytes[i * per..(i + 1) * per].to_vec())
+                    .is_none()
+            );
+        }
+    }
+    out
+}
+
+/// `stream_shards`: 7 shards of 4 over 2 ranks (Uneven): rank 0 reads
+/// shards 0, 2, 4, 6 and rank 1 the others, every sample once; each
+/// sample's pixels are the folder pipeline's (crops depend on the sample,
+/// not on the order); the order is the same whatever the thread counts;
+/// a folder source is refused.
+fn streaming_gives_each_rank_its_shards_through_the_buffer() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 4);
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    let wds = Source::webdataset(&names).unwrap();
+    let want = pixels_by_sample(&mut builder(folder.clone()).build().unwrap(), 1);
+    let mut seen = Vec::new();
+    for rank in 0..2usize {
+        let streamed = |readers, workers| {
+            builder(wds.clone())
+                .shard(rank, 2)
+                .shard_mode(ShardMode::Uneven)
+                .stream_shards(6)
+                .readers(readers)
+                .workers(workers)
+                .build()
+                .unwrap()
+        };
+        let mut p = streamed(1, 1);
+        let order: Vec<u32> = p
+            .epoch(1)
+            .flat_map(|b| b.unwrap().indices().to_vec())
+            .collect();
+        assert_eq!(order.len(), if rank == 0 { 16 } else { 12 });
+        assert!(
+            order.iter().all(|&i| (i as usize / 4) % 2 == rank),
+            "{order:?}"
+        );
+        let again: Vec<u32> = streamed(3, 2)
+            .epoch(1)
+            .flat_map(|b| b.unwrap().indices().to_vec())
+            .collect();
+        assert_eq!(order, again, "the order does not depend on threads");
+        for (ix, px) in pixels_by_sample(&mut p, 1) {
+            assert!(want[&ix] == px, "sample {ix}");
+        }
+        seen.extend(order);
+    }
+    seen.sort();
+    assert_eq!(seen, (0..28).collect::<Vec<u32>>());
+    let e = builder(folder).stream_shards(6).build().unwrap_err();
+    assert!(e.to_string().contains("webdataset"), "{e}");
 }

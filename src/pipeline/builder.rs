@@ -87,6 +87,11 @@ pub(crate) struct Config {
     pub(crate) cpu_backend: CpuBackend,
     pub(crate) apply_orientation: bool,
     pub(crate) trace: bool,
+    /// Shards are streamed through a shuffle buffer of this many samples
+    /// (`PipelineBuilder::stream_shards`): the sampler orders them; the
+    /// readers of shards in object storage read whole chunks.
+    #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
+    pub(crate) stream_buffer: Option<usize>,
 }
 
 impl Config {
@@ -132,6 +137,7 @@ pub struct PipelineBuilder {
     gpu_decode: bool,
     hardware_share: f32,
     trace: bool,
+    stream_buffer: Option<usize>,
 }
 
 impl Default for PipelineBuilder {
@@ -168,6 +174,7 @@ impl Default for PipelineBuilder {
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
             trace: false,
+            stream_buffer: None,
         }
     }
 }
@@ -210,6 +217,22 @@ impl PipelineBuilder {
     /// [`ShardMode::Pad`] (PyTorch `DistributedSampler`'s default).
     pub fn shard_mode(mut self, mode: ShardMode) -> Self {
         self.shard_mode = mode;
+        self
+    }
+
+    /// Stream WebDataset shards instead of reading samples in a random
+    /// order: each rank reads its own shards (`rank, rank + world, ...`)
+    /// front to back, in an order shuffled per epoch, and samples pass
+    /// through a shuffle buffer of `buffer` samples, like WebDataset's
+    /// `shardshuffle=True` + `.shuffle(buffer)`
+    /// ([`Sampler::stream_shards`](crate::sampler::Sampler::stream_shards)).
+    /// Shards in object storage are then fetched in large sequential
+    /// ranges (8 MiB chunks, kept while the buffer needs them) instead of
+    /// a request per sample. Needs a [`Source::webdataset`] source with
+    /// at least as many shards as ranks. Default off: every sample
+    /// reachable in any order (a full-epoch shuffle).
+    pub fn stream_shards(mut self, buffer: usize) -> Self {
+        self.stream_buffer = Some(buffer);
         self
     }
 
@@ -411,11 +434,33 @@ impl PipelineBuilder {
     }
 
     /// The checks of `build()` that need no device; returns the views.
+    /// The sample order of these settings over `source`.
+    fn sampler(&self, source: &Source) -> Result<Sampler> {
+        let sampler = Sampler::new(
+            source.len(),
+            self.seed,
+            self.shuffle,
+            self.rank,
+            self.world_size,
+            self.shard_mode,
+        )?;
+        match self.stream_buffer {
+            None => Ok(sampler),
+            Some(buffer) => {
+                let sizes = source.shard_sizes().ok_or_else(|| {
+                    Error::Config("stream_shards needs a Source::webdataset source".into())
+                })?;
+                sampler.stream_shards(&sizes, buffer)
+            }
+        }
+    }
+
     fn validate(&self) -> Result<Vec<View>> {
         let bad = |m: String| Err(Error::Config(m));
-        if self.source.is_none() {
+        let Some(source) = &self.source else {
             return bad("no source: call .source(Source::image_folder(..)?)".into());
-        }
+        };
+        self.sampler(source)?;
         if self.batch_size == 0 {
             return bad("batch_size must be at least 1".into());
         }
@@ -502,9 +547,9 @@ impl PipelineBuilder {
     }
 
     /// Check the settings, pick the device and start the threads.
-    pub fn build(self) -> Result<Pipeline> {
+    pub fn build(mut self) -> Result<Pipeline> {
         let views = self.validate()?;
-        let Some(source) = self.source else {
+        let Some(source) = self.source.take() else {
             return Err(Error::Config("no source".into()));
         };
         let engine = match self.device {
@@ -525,14 +570,7 @@ impl PipelineBuilder {
             #[cfg(feature = "kernel-emu")]
             Device::Emulated => Some(Engine::Emu),
         };
-        let sampler = Sampler::new(
-            source.len(),
-            self.seed,
-            self.shuffle,
-            self.rank,
-            self.world_size,
-            self.shard_mode,
-        )?;
+        let sampler = self.sampler(&source)?;
         let workers = self.workers.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -566,6 +604,7 @@ impl PipelineBuilder {
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,
             trace: self.trace,
+            stream_buffer: self.stream_buffer,
         };
         Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }

@@ -226,16 +226,24 @@ fn remote_reader_loop(
             answers.push(answer);
         }
         let reqs: Vec<_> = wanted.iter().map(|&(_, r)| r).collect();
-        let got = crate::contain::contained(|| store.read_many(&reqs))
-            .map(|f| {
-                Counters::add(&shared.counters.requests, f.requests);
-                Counters::add(&shared.counters.retries, f.retries);
-                f.results
-            })
-            .unwrap_or_else(|m| {
-                let e = || SampleError::Panic(format!("reader: {m}"));
-                reqs.iter().map(|_| Err(e())).collect()
-            });
+        let got = crate::contain::contained(|| match shared.config.stream_buffer {
+            // The streaming order reads shards front to back: whole chunks.
+            Some(buffer) => store.read_streamed(
+                group[0].epoch,
+                &reqs,
+                shared.source.stream_chunks(buffer, shared.config.readers),
+            ),
+            None => store.read_many(&reqs),
+        })
+        .map(|f| {
+            Counters::add(&shared.counters.requests, f.requests);
+            Counters::add(&shared.counters.retries, f.retries);
+            f.results
+        })
+        .unwrap_or_else(|m| {
+            let e = || SampleError::Panic(format!("reader: {m}"));
+            reqs.iter().map(|_| Err(e())).collect()
+        });
         for (&(at, _), r) in wanted.iter().zip(got) {
             answers[at] = Some(r.map(|b| {
                 let mut buf = pools.bytes.1.try_recv().unwrap_or_default();

@@ -6,6 +6,8 @@
 //! with one `getdents` pass per folder. Only symbolic links are followed
 //! with a `stat`, to learn what they point at.
 
+#[cfg(feature = "object-store")]
+mod chunks;
 mod filelist;
 mod folder;
 mod index;
@@ -382,6 +384,34 @@ impl Source {
         let s = self.shards.as_deref()?;
         let m = s.members.get(index)?;
         Some((s.paths.get(m.shard as usize)?, m))
+    }
+
+    /// Samples per shard, in shard order, for a WebDataset source (a
+    /// shard's samples follow each other).
+    pub(crate) fn shard_sizes(&self) -> Option<Vec<u32>> {
+        let s = self.shards.as_deref()?;
+        let mut sizes = vec![0u32; s.paths.len()];
+        for m in &s.members {
+            sizes[m.shard as usize] += 1;
+        }
+        Some(sizes)
+    }
+
+    /// Mean bytes of a shard member's image (0 for files).
+    #[cfg(feature = "object-store")]
+    pub(crate) fn mean_member_bytes(&self) -> u64 {
+        let Some(s) = self.shards.as_deref() else {
+            return 0;
+        };
+        let total: u64 = s.members.iter().map(|m| m.len).sum();
+        total / s.members.len().max(1) as u64
+    }
+
+    /// Chunks to keep when streaming shards from object storage with a
+    /// shuffle buffer of `buffer` samples and `readers` reader threads.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn stream_chunks(&self, buffer: usize, readers: usize) -> usize {
+        chunks::capacity(buffer, self.mean_member_bytes(), readers)
     }
 
     /// The object store client, for shards in object storage.

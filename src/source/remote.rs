@@ -44,6 +44,17 @@ pub(crate) struct Store {
     urls: Vec<String>,
     opts: StoreOptions,
     secrets: Vec<String>,
+    /// Per shard, its size in bytes (from its index).
+    sizes: Vec<u64>,
+    /// Chunks of shards read in the streaming order.
+    pub(crate) chunks: std::sync::OnceLock<super::chunks::Chunks>,
+}
+
+impl Store {
+    /// Shard `shard`'s size in bytes.
+    pub(crate) fn size(&self, shard: u32) -> u64 {
+        self.sizes.get(shard as usize).copied().unwrap_or(0)
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -199,7 +210,7 @@ impl Store {
     /// is itself inside a tokio runtime (an async trainer calling
     /// [`Source::read`]) gets a helper thread, since a runtime cannot
     /// block inside another.
-    fn block_on<F: Future + Send>(&self, f: F) -> F::Output
+    pub(crate) fn block_on<F: Future + Send>(&self, f: F) -> F::Output
     where
         F::Output: Send,
     {
@@ -265,6 +276,36 @@ impl Store {
         self.opts.requests_per_reader.max(1)
     }
 
+    /// One byte range of a shard, retried as [`StoreOptions`] says; an
+    /// answer of another length is a failed attempt.
+    pub(crate) async fn fetch(
+        &self,
+        shard: u32,
+        range: Range<u64>,
+        retries: &AtomicU64,
+    ) -> std::result::Result<Bytes, SampleError> {
+        let (store, path) = &self.objects[shard as usize];
+        let what = format!(
+            "{} bytes {}..{}",
+            self.urls[shard as usize], range.start, range.end
+        );
+        self.retry(&what, retries, || async {
+            let got = store
+                .get_range(path, range.clone())
+                .await
+                .map_err(Failure::Store)?;
+            if got.len() as u64 != range.end - range.start {
+                return Err(Failure::Short(format!(
+                    "asked for {} bytes, got {}",
+                    range.end - range.start,
+                    got.len()
+                )));
+            }
+            Ok(got)
+        })
+        .await
+    }
+
     /// Fetch byte ranges of shards, `(shard, offset, len)` each: ranges of
     /// a shard closer than [`GAP`] are merged into one request (up to
     /// [`MERGED`] bytes), and all requests run concurrently. One result per
@@ -272,32 +313,9 @@ impl Store {
     pub(crate) fn read_many(&self, reqs: &[(u32, u64, u64)]) -> Fetched {
         let merged = coalesce(reqs);
         let retries = AtomicU64::new(0);
-        let fetches = merged.iter().map(|m| {
-            let (store, path) = &self.objects[m.shard as usize];
-            let what = format!(
-                "{} bytes {}..{}",
-                self.urls[m.shard as usize], m.range.start, m.range.end
-            );
-            let retries = &retries;
-            async move {
-                self.retry(&what, retries, || async {
-                    let r = m.range.clone();
-                    let got = store
-                        .get_range(path, r.clone())
-                        .await
-                        .map_err(Failure::Store)?;
-                    if got.len() as u64 != r.end - r.start {
-                        return Err(Failure::Short(format!(
-                            "asked for {} bytes, got {}",
-                            r.end - r.start,
-                            got.len()
-                        )));
-                    }
-                    Ok(got)
-                })
-                .await
-            }
-        });
+        let fetches = merged
+            .iter()
+            .map(|m| self.fetch(m.shard, m.range.clone(), &retries));
         let answers = self.block_on(futures_util::future::join_all(fetches));
         let mut results: Vec<Option<std::result::Result<Bytes, SampleError>>> =
             (0..reqs.len()).map(|_| None).collect();
@@ -587,14 +605,17 @@ pub(crate) fn list(urls: &[String], opts: &StoreOptions) -> Result<Source> {
         };
         objects.push((store, path));
     }
-    let store = Store {
+    let mut store = Store {
         rt,
         objects,
         urls: names.clone(),
         opts: opts.clone(),
         secrets: secrets(opts),
+        sizes: Vec::new(),
+        chunks: std::sync::OnceLock::new(),
     };
     let indexes = index_all(&store)?;
+    store.sizes = indexes.iter().map(|ix| ix.shard_bytes).collect();
     let (mut samples, mut members, mut left_out) = (Vec::new(), Vec::new(), LeftOut::default());
     let paths: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
     let mut listing = Listing {
@@ -686,6 +707,8 @@ pub(crate) fn write_indexes(urls: &[String], opts: &StoreOptions) -> Result<Vec<
             urls: names,
             opts: opts.clone(),
             secrets: secrets(&opts),
+            sizes: Vec::new(),
+            chunks: std::sync::OnceLock::new(),
         }
     };
     let s = &source_store;

@@ -60,6 +60,11 @@ pub(crate) struct Args {
     /// Batches prepared ahead of the consumer.
     #[arg(long, default_value_t = 2)]
     prefetch: usize,
+    /// WebDataset shards: stream each rank's shards front to back through
+    /// a shuffle buffer of this many samples (0: random access, a
+    /// full-epoch shuffle).
+    #[arg(long, default_value_t = 0, value_name = "BUFFER")]
+    stream_shards: usize,
     /// CUDA backend: decode on CPU threads instead of nvJPEG.
     #[arg(long)]
     cpu_decode: bool,
@@ -74,7 +79,7 @@ pub(crate) struct Args {
     consumer_ms: f64,
     /// Run every combination of these settings (repeatable), e.g.
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
-    /// workers, batch, prefetch, size, dtype, layout, antialias, device,
+    /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
     /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
@@ -180,6 +185,7 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "workers" => args.workers = Some(num(v)?),
         "batch" => args.batch = num(v)?,
         "prefetch" => args.prefetch = num(v)?,
+        "stream-shards" => args.stream_shards = num(v)?,
         "size" => args.size = num(v)?,
         "dtype" => args.dtype = parse_dtype(v).map_err(anyhow::Error::msg)?,
         "layout" => args.layout = parse_layout(v).map_err(anyhow::Error::msg)?,
@@ -298,6 +304,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(s) = args.hardware_share {
         builder = builder.hardware_decode_share(s);
+    }
+    if args.stream_shards > 0 {
+        builder = builder.stream_shards(args.stream_shards);
     }
     builder
 }
