@@ -13,11 +13,13 @@
 //! already dropped this epoch: a shuffle buffer keeps some samples far
 //! longer than its size (a sample stays more than 3 buffers' worth of
 //! draws with probability e^-3), and fetching 8 MiB again for each of
-//! them would read the shard many times over.
+//! them would read the shard many times over. When a reader takes a
+//! chunk, the next [`AHEAD`] chunks of the shard are fetched in the
+//! background, so the readers rarely wait at the edge of what is read.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use bytes::Bytes;
 
@@ -27,7 +29,62 @@ use crate::error::SampleError;
 /// Bytes per chunk.
 pub(crate) const CHUNK: u64 = 8 << 20;
 
-type Slot = Arc<Mutex<Option<Bytes>>>;
+/// Chunks fetched ahead of the one a reader takes.
+pub(crate) const AHEAD: u64 = 2;
+
+/// A chunk's bytes, and whether someone is fetching them.
+#[derive(Default)]
+enum State {
+    #[default]
+    Empty,
+    Loading,
+    Ready(Bytes),
+}
+
+/// One chunk: its state, and a condition signalled when a fetch ends.
+#[derive(Default)]
+pub(crate) struct SlotInner {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+type Slot = Arc<SlotInner>;
+
+impl SlotInner {
+    /// Mark the slot loading if nobody holds or fetches it; whether this
+    /// caller is to fetch it.
+    fn claim(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*st, State::Empty) {
+            *st = State::Loading;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// End a fetch (claimed first): the bytes, or empty again.
+    fn finish(&self, bytes: Option<Bytes>) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *st = bytes.map_or(State::Empty, State::Ready);
+        self.done.notify_all();
+    }
+
+    /// The bytes, waiting while someone fetches them; `None` when the
+    /// slot is empty (the caller claims and fetches).
+    fn wait(&self) -> Option<Bytes> {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match &*st {
+                State::Ready(b) => return Some(b.clone()),
+                State::Empty => return None,
+                State::Loading => {
+                    st = self.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+}
 
 /// A chunk of one epoch's pass: `(epoch, shard, chunk)`.
 type Key = (u64, u32, u64);
@@ -118,22 +175,40 @@ impl Store {
                 alone.push(i);
                 continue;
             };
-            let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
-            if held.is_none() {
-                let range = c * CHUNK..((c + 1) * CHUNK).min(self.size(shard));
-                requests += 1;
-                match self.block_on(self.fetch(shard, range, &retries)) {
-                    Ok(b) => *held = Some(b),
-                    Err(e) => {
-                        results[i] = Some(Err(e));
-                        continue;
-                    }
+            let chunk_range = |c: u64| c * CHUNK..((c + 1) * CHUNK).min(self.size(shard));
+            // Fetch ahead: the next chunks of this shard, in the
+            // background, where nobody has yet.
+            for next in c + 1..=c + AHEAD {
+                if next * CHUNK >= self.size(shard) {
+                    break;
+                }
+                if let Some(ahead) = chunks.slot((epoch, shard, next))
+                    && ahead.claim()
+                {
+                    requests += 1;
+                    self.spawn_fetch(shard, chunk_range(next), move |b| ahead.finish(b));
                 }
             }
+            let bytes = loop {
+                if let Some(b) = slot.wait() {
+                    break Ok(b);
+                }
+                if slot.claim() {
+                    requests += 1;
+                    match self.block_on(self.fetch(shard, chunk_range(c), &retries)) {
+                        Ok(b) => {
+                            slot.finish(Some(b.clone()));
+                            break Ok(b);
+                        }
+                        Err(e) => {
+                            slot.finish(None);
+                            break Err(e);
+                        }
+                    }
+                }
+            };
             let start = (offset - c * CHUNK) as usize;
-            results[i] = held
-                .as_ref()
-                .map(|b| Ok(b.slice(start..start + len as usize)));
+            results[i] = Some(bytes.map(|b| b.slice(start..start + len as usize)));
         }
         if !alone.is_empty() {
             let asked: Vec<_> = alone.iter().map(|&i| reqs[i]).collect();
@@ -170,8 +245,9 @@ mod tests {
     fn the_oldest_chunk_goes_first_and_is_not_fetched_again() {
         let c = Chunks::new(2);
         let a = c.slot((0, 0, 0)).unwrap();
-        *a.lock().unwrap() = Some(Bytes::from_static(b"a"));
-        assert!(c.slot((0, 0, 0)).unwrap().lock().unwrap().is_some(), "held");
+        assert!(a.claim() && !a.claim(), "one fetcher");
+        a.finish(Some(Bytes::from_static(b"a")));
+        assert!(c.slot((0, 0, 0)).unwrap().wait().is_some(), "held");
         c.slot((0, 0, 1));
         c.slot((0, 1, 0));
         assert!(
@@ -179,7 +255,7 @@ mod tests {
             "dropped this epoch: fetch alone"
         );
         // A reader's own reference outlives the eviction.
-        assert!(a.lock().unwrap().is_some());
+        assert!(a.wait().is_some());
         // The next epoch reads the shard again, from its start.
         assert!(c.slot((1, 0, 0)).is_some());
         c.slot((2, 0, 0));

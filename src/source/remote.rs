@@ -306,6 +306,27 @@ impl Store {
         .await
     }
 
+    /// Fetch one byte range of a shard in the background (one attempt
+    /// within the time limit, no retry: a reader that then needs it
+    /// fetches it with retries), and hand the bytes, or `None`, to `done`.
+    pub(crate) fn spawn_fetch(
+        &self,
+        shard: u32,
+        range: Range<u64>,
+        done: impl FnOnce(Option<Bytes>) + Send + 'static,
+    ) {
+        let (store, path) = self.objects[shard as usize].clone();
+        let limit = self.opts.timeout;
+        self.rt.spawn(async move {
+            let want = range.end - range.start;
+            let got = tokio::time::timeout(limit, store.get_range(&path, range)).await;
+            done(match got {
+                Ok(Ok(b)) if b.len() as u64 == want => Some(b),
+                _ => None,
+            });
+        });
+    }
+
     /// Fetch byte ranges of shards, `(shard, offset, len)` each: ranges of
     /// a shard closer than [`GAP`] are merged into one request (up to
     /// [`MERGED`] bytes), and all requests run concurrently. One result per
