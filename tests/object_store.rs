@@ -523,7 +523,7 @@ fn faults_through_a_proxy_deliver_or_name_every_sample() -> Outcome {
     let wds = Source::webdataset_with([&url], &opts).unwrap();
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let mut reference = builder(folder).build().unwrap();
-    let mut p = builder(wds).readers(3).build().unwrap();
+    let mut p = builder(wds.clone()).readers(3).build().unwrap();
     proxy.faulty.store(true, Ordering::SeqCst);
     let (mut delivered, mut failed) = (0, 0);
     for epoch in 0..3 {
@@ -554,6 +554,24 @@ fn faults_through_a_proxy_deliver_or_name_every_sample() -> Outcome {
     );
     assert!(stats.retries > 0, "the proxy's faults were met: {stats:?}");
     assert!(delivered >= 3 * 28 * 3 / 4, "retries recover most faults");
+    // The streaming order (whole chunks, fetched ahead) through the same
+    // faults: every sample delivered with its pixels, or named.
+    let mut streamed = builder(wds).stream_shards(8).build().unwrap();
+    for epoch in 0..2 {
+        let (want, _) = run_epoch(&mut reference, epoch);
+        let (got, errors) = run_epoch(&mut streamed, epoch);
+        for (ix, px) in &got {
+            assert!(
+                want[ix] == *px,
+                "streamed epoch {epoch}: sample {ix}'s pixels"
+            );
+        }
+        assert_eq!(
+            got.len() + errors.len(),
+            28,
+            "streamed epoch {epoch}: {errors:?}"
+        );
+    }
     Ok(())
 }
 
