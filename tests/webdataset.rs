@@ -17,6 +17,7 @@ common::tests!(
     a_missing_shard_is_an_error_naming_it,
     webp_and_png_members_are_images,
     streaming_gives_each_rank_its_shards_through_the_buffer,
+    labels_from_a_function_replace_missing_cls_members,
 );
 
 use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
@@ -316,4 +317,63 @@ fn streaming_gives_each_rank_its_shards_through_the_buffer() {
     assert_eq!(seen, (0..28).collect::<Vec<u32>>());
     let e = builder(folder).stream_shards(6).build().unwrap_err();
     assert!(e.to_string().contains("webdataset"), "{e}");
+}
+
+/// `with_labels`: keys without a (good) `cls` member get the function's
+/// label and are delivered; two images under one key still fail.
+fn labels_from_a_function_replace_missing_cls_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("nocls.tar");
+    let jpeg = std::fs::read(common::sample_dir().join("cat/cat-300572_1280.jpg")).unwrap();
+    let mut b = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    for (name, body) in [
+        ("a.jpg", &jpeg[..]),
+        ("b.jpg", &jpeg[..]),
+        ("b.cls", b"cat"),
+        ("c.jpg", &jpeg[..]),
+        ("c.cls", b"1"),
+        ("d.jpg", &jpeg[..]),
+        ("d.jpeg", &jpeg[..]),
+    ] {
+        append(&mut b, name, body);
+    }
+    b.into_inner().unwrap();
+    let s = Source::webdataset([shard.to_str().unwrap()])
+        .unwrap()
+        .with_labels(|x| match x.path.file_stem().and_then(|k| k.to_str()) {
+            Some("a") => 5,
+            Some("b") => 6,
+            _ => x.label,
+        });
+    let labels: Vec<u32> = s.samples().iter().map(|x| x.label).collect();
+    assert_eq!(labels, [5, 6, 1, 0]);
+    let mut p = builder(s).batch_size(4).build().unwrap();
+    let batches: Vec<_> = p.epoch(0).map(Result::unwrap).collect();
+    let mut got: Vec<(String, u32)> = batches
+        .iter()
+        .flat_map(|b| {
+            b.keys()
+                .iter()
+                .zip(b.labels())
+                .map(|(k, &l)| (k.file_name().unwrap().to_string_lossy().into_owned(), l))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("a.jpg".into(), 5),
+            ("b.jpg".into(), 6),
+            ("c.jpg".into(), 1)
+        ]
+    );
+    let errors: Vec<String> = batches
+        .iter()
+        .flat_map(|b| b.skipped().iter().map(Error::to_string))
+        .collect();
+    assert!(
+        errors.len() == 1 && errors[0].contains("two image members"),
+        "{errors:?}"
+    );
 }

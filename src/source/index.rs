@@ -194,6 +194,17 @@ pub(crate) fn key_and_extension(path: &str) -> (&str, &str) {
     }
 }
 
+/// A sample's defects found at listing.
+const TWO_IMAGES: &str = "two image members share this key";
+const BAD_LABEL: &str = "the cls member is not a non-negative integer";
+const NO_LABEL: &str = "no cls member (label) for this key";
+
+/// Whether a listing defect concerns the label only (labels given by
+/// `Source::with_labels` replace it).
+pub(crate) fn is_label_problem(p: &str) -> bool {
+    p == BAD_LABEL || p == NO_LABEL
+}
+
 /// One key's members while grouping.
 #[derive(Default)]
 struct Group {
@@ -247,11 +258,11 @@ impl Listing<'_> {
             return;
         };
         let problem = if g.images > 1 {
-            Some("two image members share this key")
+            Some(TWO_IMAGES)
         } else if g.bad_label {
-            Some("the cls member is not a non-negative integer")
+            Some(BAD_LABEL)
         } else if g.label.is_none() {
-            Some("no cls member (label) for this key")
+            Some(NO_LABEL)
         } else {
             None
         };

@@ -48,7 +48,7 @@ pub struct Source {
 }
 
 /// A WebDataset source's shards.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Shards {
     /// Local paths or URLs.
     paths: Vec<PathBuf>,
@@ -56,7 +56,7 @@ pub(crate) struct Shards {
     members: Vec<Member>,
     /// The client for shards in object storage (`None`: local files).
     #[cfg(feature = "object-store")]
-    store: Option<remote::Store>,
+    store: Option<std::sync::Arc<remote::Store>>,
 }
 
 /// How WebDataset shards in object storage are read
@@ -417,7 +417,26 @@ impl Source {
     /// The object store client, for shards in object storage.
     #[cfg(feature = "object-store")]
     pub(crate) fn store(&self) -> Option<&remote::Store> {
-        self.shards.as_deref()?.store.as_ref()
+        self.shards.as_deref()?.store.as_deref()
+    }
+
+    /// The same samples with labels from `f`, given each sample (its path
+    /// and current label): a label table keyed by file name, a class
+    /// folder's name mapped otherwise, or WebDataset keys mapped to
+    /// labels where the shards carry no `cls` members. For shards, a
+    /// missing or malformed `cls` member then no longer fails its sample.
+    pub fn with_labels(mut self, mut f: impl FnMut(&Sample) -> u32) -> Source {
+        for s in &mut self.samples {
+            s.label = f(s);
+        }
+        if let Some(shards) = self.shards.as_mut() {
+            for m in &mut std::sync::Arc::make_mut(shards).members {
+                if m.problem.is_some_and(index::is_label_problem) {
+                    m.problem = None;
+                }
+            }
+        }
+        self
     }
 
     /// Files the listing found and did not take (other extensions, files

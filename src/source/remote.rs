@@ -661,7 +661,7 @@ pub(crate) fn list(urls: &[String], opts: &StoreOptions) -> Result<Source> {
         shards: Some(Arc::new(Shards {
             paths,
             members,
-            store: Some(store),
+            store: Some(Arc::new(store)),
         })),
     })
 }
