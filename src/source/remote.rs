@@ -777,7 +777,7 @@ mod tests {
             (0, 10_000, 100),
             (1, 0, 50),
             (0, 0, 5_000),
-            (0, 5_000 + GAP + 1, 10),
+            (0, 10_100 + GAP + 1, 10),
             (0, 10_050, 10),
         ];
         let m = coalesce(&reqs);
@@ -791,7 +791,7 @@ mod tests {
                 },
                 Merged {
                     shard: 0,
-                    range: 5_000 + GAP + 1..5_000 + GAP + 11,
+                    range: 10_100 + GAP + 1..10_100 + GAP + 11,
                     parts: vec![3]
                 },
                 Merged {
