@@ -80,21 +80,27 @@ fn parse_dtype(s: &str) -> PyResult<DType> {
 
 #[pymethods]
 impl Pipeline {
-    /// `Pipeline(root, *, list=None, batch_size=256, size=224, transform="train",
-    /// eval_resize=None, dtype="float32", layout="nchw", normalize=True,
-    /// antialias=True, seed=0, shuffle=True, rank=0, world_size=1,
-    /// drop_last=False, readers=2, workers=None, prefetch=2, device="auto")`:
-    /// the builder's settings, with the builder's defaults.
+    /// `Pipeline(root, *, list=None, shards=None, stream_shards=None,
+    /// batch_size=256, size=224, transform="train", eval_resize=None,
+    /// dtype="float32", layout="nchw", normalize=True, antialias=True,
+    /// seed=0, shuffle=True, rank=0, world_size=1, drop_last=False,
+    /// readers=2, workers=None, prefetch=2, device="auto")`: the builder's
+    /// settings, with the builder's defaults. `shards` is a list of
+    /// WebDataset tar shards (paths or patterns such as
+    /// `"data/shard-{000000..000127}.tar"`); `stream_shards=N` streams them
+    /// through a shuffle buffer of N samples.
     #[new]
-    #[pyo3(signature = (root=None, *, list=None, batch_size=256, size=224, transform="train",
-        eval_resize=None, dtype="float32", layout="nchw", normalize=true, antialias=true,
-        seed=0, shuffle=true, rank=0, world_size=1, drop_last=false, readers=2, workers=None,
-        prefetch=2, device="auto"))]
+    #[pyo3(signature = (root=None, *, list=None, shards=None, stream_shards=None, batch_size=256,
+        size=224, transform="train", eval_resize=None, dtype="float32", layout="nchw",
+        normalize=true, antialias=true, seed=0, shuffle=true, rank=0, world_size=1,
+        drop_last=false, readers=2, workers=None, prefetch=2, device="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         root: Option<PathBuf>,
         list: Option<PathBuf>,
+        shards: Option<Vec<String>>,
+        stream_shards: Option<usize>,
         batch_size: usize,
         size: usize,
         transform: &str,
@@ -113,12 +119,14 @@ impl Pipeline {
         prefetch: usize,
         device: &str,
     ) -> PyResult<Pipeline> {
-        let source = match (root, list) {
-            (Some(r), None) => Source::image_folder(r).map_err(err)?,
-            (None, Some(l)) => Source::file_list(l).map_err(err)?,
+        let source = match (root, list, shards) {
+            (Some(r), None, None) => Source::image_folder(r).map_err(err)?,
+            (None, Some(l), None) => Source::file_list(l).map_err(err)?,
+            (None, None, Some(s)) => Source::webdataset(&s).map_err(err)?,
             _ => {
                 return Err(PyValueError::new_err(
-                    "give either root (an ImageFolder) or list= (a list file)",
+                    "give one of root (an ImageFolder), list= (a list file) or shards= \
+                     (WebDataset tar shards)",
                 ));
             }
         };
@@ -158,6 +166,9 @@ impl Pipeline {
             .device(parse_device(device)?);
         if let Some(w) = workers {
             b = b.workers(w);
+        }
+        if let Some(buffer) = stream_shards {
+            b = b.stream_shards(buffer);
         }
         let mut p = py.detach(|| b.build()).map_err(err)?;
         let (batches_per_epoch, samples) = (p.batches_per_epoch(), p.samples_per_epoch());

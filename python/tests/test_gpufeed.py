@@ -113,3 +113,41 @@ def test_a_thousand_batches_do_not_pile_up():
             np.from_dlpack(images)
             n += 1
     assert n == 1000
+
+
+def pack(tmp_path, per_shard):
+    """WebDataset shards of the sample set, as `gpufeed pack` writes them:
+    KEY.jpg + KEY.cls per sample, in the folder's order."""
+    import tarfile
+
+    classes = sorted(d for d in SAMPLE.iterdir() if d.is_dir())
+    files = [(f, label) for label, d in enumerate(classes)
+             for f in sorted(d.rglob("*")) if f.suffix.lower() == ".jpg"]
+    shards = []
+    for n in range(0, len(files), per_shard):
+        path = tmp_path / f"shard-{n // per_shard:06d}.tar"
+        with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
+            for i, (f, label) in enumerate(files[n:n + per_shard], start=n):
+                t.add(f, arcname=f"{i:09d}.jpg")
+                cls = tmp_path / "cls"
+                cls.write_text(str(label))
+                t.add(cls, arcname=f"{i:09d}.cls")
+        shards.append(str(path))
+    return shards
+
+
+def test_shards_give_the_folder_s_batches_and_stream(tmp_path):
+    shards = pack(tmp_path, 8)
+    kw = dict(batch_size=4, size=32, device="cpu", workers=2)
+    folder = [(np.from_dlpack(i).copy(), np.from_dlpack(l).copy())
+              for i, l in gpufeed.Pipeline(str(SAMPLE), **kw).epoch(0)]
+    wds = [(np.from_dlpack(i).copy(), np.from_dlpack(l).copy())
+           for i, l in gpufeed.Pipeline(shards=shards, **kw).epoch(0)]
+    assert len(folder) == len(wds) == 7
+    for (a, la), (b, lb) in zip(folder, wds):
+        assert np.array_equal(la, lb) and np.array_equal(a, b)
+    streamed = gpufeed.Pipeline(shards=shards, stream_shards=4, **kw)
+    labels = np.concatenate([np.from_dlpack(l) for _, l in streamed.epoch(0)])
+    assert sorted(labels.tolist()) == sorted(np.concatenate([l for _, l in folder]).tolist())
+    with pytest.raises(ValueError):
+        gpufeed.Pipeline(str(SAMPLE), shards=shards)
