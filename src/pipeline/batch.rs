@@ -357,7 +357,9 @@ impl Batch {
         self.slot.as_ref()?.0.event()
     }
 
-    /// The file of each image.
+    /// The file of each image: its path, or for WebDataset shards
+    /// `SHARD/KEY.EXT` (`s3://bucket/shard-000003.tar/000000123.jpg`), a
+    /// name rather than a file that `std::fs` could open.
     pub fn keys(&self) -> &[PathBuf] {
         &self.keys
     }
