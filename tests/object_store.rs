@@ -22,9 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::shards::{builder, same_batches};
 use common::{NotRun, Outcome};
 use gpufeed::source::StoreOptions;
-use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
+use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
 use object_store::ObjectStoreExt;
 
 common::serial_tests!(
@@ -203,15 +204,6 @@ fn pack(data: &Path, out: &Path, shard_size: &str) -> (Vec<PathBuf>, Vec<PathBuf
     (tars, idx)
 }
 
-fn builder(source: Source) -> PipelineBuilder {
-    Pipeline::builder()
-        .source(source)
-        .device(Device::Cpu)
-        .batch_size(5)
-        .output_size(24, 32)
-        .seed(11)
-}
-
 /// Each delivered sample's augmented pixels, by sample index.
 type Pixels = BTreeMap<u32, Vec<u8>>;
 
@@ -235,27 +227,6 @@ fn run_epoch(p: &mut Pipeline, epoch: u64) -> (Pixels, Vec<(PathBuf, String)>) {
         }
     }
     (pixels, failed)
-}
-
-/// Two pipelines, same seed, the folder and the shards: the same batches.
-fn same_batches(folder: Source, wds: Source) {
-    assert_eq!(wds.len(), folder.len());
-    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
-    assert_eq!(labels(&wds), labels(&folder));
-    let mut a = builder(folder).build().unwrap();
-    let mut b = builder(wds).build().unwrap();
-    for epoch in 0..2 {
-        let fa: Vec<_> = a.epoch(epoch).map(Result::unwrap).collect();
-        let fb: Vec<_> = b.epoch(epoch).map(Result::unwrap).collect();
-        assert_eq!(fa.len(), fb.len());
-        for (x, y) in fa.iter().zip(&fb) {
-            assert_eq!(x.indices(), y.indices(), "epoch {epoch}: order");
-            assert_eq!(x.labels(), y.labels());
-            assert!(x.images().as_bytes() == y.images().as_bytes(), "pixels");
-        }
-    }
-    let stats = b.stats();
-    assert!(stats.requests > 0 && stats.retries == 0, "{stats:?}");
 }
 
 /// The sample set packed into shards of ~300 kB (several per class) and
@@ -284,7 +255,8 @@ fn sample_set_through_s3_gives_the_folder_s_batches() -> Outcome {
         "{:?}",
         wds.samples()[0].path
     );
-    same_batches(Source::image_folder(common::sample_dir()).unwrap(), wds);
+    let stats = same_batches(Source::image_folder(common::sample_dir()).unwrap(), wds);
+    assert!(stats.requests > 0 && stats.retries == 0, "{stats:?}");
     Ok(())
 }
 
@@ -616,14 +588,7 @@ fn a_server_stopped_mid_epoch_ends_the_epoch() -> Outcome {
         assert_eq!(delivered + failed, 28);
         assert!(failed > 0, "the server was gone for most of the epoch");
     }
-    let mut threads_after = proc_::threads();
-    for _ in 0..50 {
-        if threads_after <= threads_before {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        threads_after = proc_::threads();
-    }
+    let threads_after = proc_::threads_settled(threads_before);
     assert!(
         threads_after <= threads_before,
         "threads {threads_before} -> {threads_after}"

@@ -132,17 +132,7 @@ fn cycles(devices: &[Device]) {
     }
     drop(tick);
     watchdog.join().unwrap();
-    // A joined thread leaves the kernel's count a moment after join()
-    // returns (the tid is cleared before the task is released), so give
-    // the count a few seconds to settle; a leaked thread never would.
-    let mut threads_after = proc_::threads();
-    for _ in 0..50 {
-        if threads_after <= threads_before {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        threads_after = proc_::threads();
-    }
+    let threads_after = proc_::threads_settled(threads_before);
     let rss_end = proc_::rss_kib();
     println!(
         "shutdown: 200 cycles on {devices:?}: threads {threads_before} -> {threads_after}, \

@@ -8,6 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::Outcome;
+use common::shards::{builder, same_batches};
 
 common::tests!(
     shards_give_the_folder_s_samples_labels_and_pixels,
@@ -20,7 +21,7 @@ common::tests!(
     labels_from_a_function_replace_missing_cls_members,
 );
 
-use gpufeed::{Device, Error, Pipeline, PipelineBuilder, Source, sampler::ShardMode};
+use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
 
 /// Shards of `source` written as `gpufeed pack` writes them: `KEY.jpg` and
 /// `KEY.cls` per sample, a new shard every `per_shard` samples.
@@ -51,15 +52,6 @@ fn append(b: &mut tar::Builder<std::fs::File>, name: &str, body: &[u8]) {
     b.append_data(&mut h, name, body).unwrap();
 }
 
-fn builder(source: Source) -> PipelineBuilder {
-    Pipeline::builder()
-        .source(source)
-        .device(Device::Cpu)
-        .batch_size(5)
-        .output_size(24, 32)
-        .seed(11)
-}
-
 fn shards_give_the_folder_s_samples_labels_and_pixels() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -86,25 +78,6 @@ fn imagenet_size_photos_round_trip() -> Outcome {
     let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
     same_batches(folder, Source::webdataset(&names).unwrap());
     Ok(())
-}
-
-/// Two pipelines, same seed, one on each source: the same batches.
-fn same_batches(folder: Source, wds: Source) {
-    assert_eq!(wds.len(), folder.len());
-    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
-    assert_eq!(labels(&wds), labels(&folder));
-    let mut a = builder(folder).build().unwrap();
-    let mut b = builder(wds).build().unwrap();
-    for epoch in 0..2 {
-        let fa: Vec<_> = a.epoch(epoch).map(Result::unwrap).collect();
-        let fb: Vec<_> = b.epoch(epoch).map(Result::unwrap).collect();
-        assert_eq!(fa.len(), fb.len());
-        for (x, y) in fa.iter().zip(&fb) {
-            assert_eq!(x.indices(), y.indices(), "epoch {epoch}: order");
-            assert_eq!(x.labels(), y.labels());
-            assert!(x.images().as_bytes() == y.images().as_bytes(), "pixels");
-        }
-    }
 }
 
 fn shards_split_across_ranks_like_the_folder() {

@@ -42,6 +42,27 @@ pub fn decode_png_or_webp(
     }
 }
 
+/// Refuse an image of `width × height` from its header: empty, or over
+/// `max_pixels` (before any allocation).
+pub(crate) fn check_size(
+    width: u32,
+    height: u32,
+    max_pixels: u64,
+) -> Result<(), crate::error::SampleError> {
+    use crate::error::SampleError;
+    if width == 0 || height == 0 {
+        return Err(SampleError::BadDimensions { width, height });
+    }
+    if u64::from(width) * u64::from(height) > max_pixels {
+        return Err(SampleError::TooLarge {
+            width,
+            height,
+            limit: max_pixels,
+        });
+    }
+    Ok(())
+}
+
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`,
 /// no row padding.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -36,19 +36,7 @@ pub(crate) fn decode(bytes: &[u8], max_pixels: u64, out: &mut Image) -> Result<(
     });
     let mut reader = dec.read_info().map_err(corrupt)?;
     let (w, h) = (reader.info().width, reader.info().height);
-    if w == 0 || h == 0 {
-        return Err(SampleError::BadDimensions {
-            width: w,
-            height: h,
-        });
-    }
-    if u64::from(w) * u64::from(h) > max_pixels {
-        return Err(SampleError::TooLarge {
-            width: w,
-            height: h,
-            limit: max_pixels,
-        });
-    }
+    super::check_size(w, h, max_pixels)?;
     let size = reader
         .output_buffer_size()
         .ok_or_else(|| SampleError::Corrupt("PNG: size overflow".into()))?;

@@ -29,19 +29,7 @@ pub(crate) fn decode(bytes: &[u8], max_pixels: u64, out: &mut Image) -> Result<(
     // canvases) follow the pixel limit too: 4 bytes a pixel, RGBA.
     dec.set_memory_limit(usize::try_from(max_pixels.saturating_mul(4)).unwrap_or(usize::MAX));
     let (w, h) = dec.dimensions();
-    if w == 0 || h == 0 {
-        return Err(SampleError::BadDimensions {
-            width: w,
-            height: h,
-        });
-    }
-    if u64::from(w) * u64::from(h) > max_pixels {
-        return Err(SampleError::TooLarge {
-            width: w,
-            height: h,
-            limit: max_pixels,
-        });
-    }
+    super::check_size(w, h, max_pixels)?;
     let size = dec
         .output_buffer_size()
         .ok_or_else(|| SampleError::Corrupt("WebP: size overflow".into()))?;

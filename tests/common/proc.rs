@@ -19,3 +19,19 @@ pub(crate) fn threads() -> u64 {
 pub(crate) fn rss_kib() -> u64 {
     status("VmRSS")
 }
+
+/// Threads of this process once they have fallen to `before`, or after 5 s
+/// of waiting: a joined thread leaves the kernel's count a moment after
+/// `join()` returns (the tid is cleared before the task is released), so
+/// the count gets a few seconds to settle; a leaked thread never would.
+pub(crate) fn threads_settled(before: u64) -> u64 {
+    let mut now = threads();
+    for _ in 0..50 {
+        if now <= before {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        now = threads();
+    }
+    now
+}
