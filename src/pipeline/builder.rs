@@ -227,8 +227,8 @@ impl PipelineBuilder {
     /// `shardshuffle=True` + `.shuffle(buffer)`
     /// ([`Sampler::stream_shards`](crate::sampler::Sampler::stream_shards)).
     /// Shards in object storage are then fetched in large sequential
-    /// ranges (8 MiB chunks, kept while the buffer needs them) instead of
-    /// a request per sample. Needs a [`Source::webdataset`] source with
+    /// ranges (8 MiB chunks, two fetched ahead, kept while the buffer
+    /// needs them, at most about 1 GiB) instead of a request per sample. Needs a [`Source::webdataset`] source with
     /// at least as many shards as ranks. Default off: every sample
     /// reachable in any order (a full-epoch shuffle).
     pub fn stream_shards(mut self, buffer: usize) -> Self {

@@ -140,13 +140,19 @@ impl Chunks {
     }
 }
 
+/// At most this many chunks are kept (1 GiB): a larger buffer's late
+/// samples are fetched alone more often instead.
+pub(crate) const MAX_CHUNKS: usize = 128;
+
 /// Chunks to keep for a shuffle buffer of `buffer` samples of `mean`
 /// bytes read by `readers` threads: three times the buffer's span (a
 /// sample outlives that with probability e^-3, 5 %, and is then fetched
-/// alone), plus the chunks the readers are fetching, plus one.
+/// alone), plus the chunks the readers are fetching or fetching ahead,
+/// plus one; at most [`MAX_CHUNKS`], beyond what the readers hold.
 pub(crate) fn capacity(buffer: usize, mean: u64, readers: usize) -> usize {
     let span = (buffer as u64).saturating_mul(mean).div_ceil(CHUNK) as usize;
-    3 * span + 2 * readers + 1
+    let moving = readers * (1 + AHEAD as usize) + 1;
+    (3 * span).min(MAX_CHUNKS) + moving
 }
 
 impl Store {
@@ -236,9 +242,12 @@ mod tests {
 
     #[test]
     fn capacity_covers_the_buffer() {
-        // 1000 samples of 110 kB: 14 chunks of span, 4 being fetched, 1.
-        assert_eq!(capacity(1000, 110_000, 2), 3 * 14 + 4 + 1);
-        assert_eq!(capacity(1, 1, 1), 3 + 2 + 1);
+        // 1000 samples of 110 kB: 14 chunks of span; 2 readers each
+        // taking one and fetching 2 ahead; 1.
+        assert_eq!(capacity(1000, 110_000, 2), 3 * 14 + 6 + 1);
+        assert_eq!(capacity(1, 1, 1), 3 + 3 + 1);
+        // 100,000 samples: capped at 1 GiB.
+        assert_eq!(capacity(100_000, 110_000, 2), MAX_CHUNKS + 6 + 1);
     }
 
     #[test]
