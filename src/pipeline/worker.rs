@@ -188,6 +188,12 @@ fn remote_reader_loop(
         return;
     };
     let max = shared.config.max_file_bytes;
+    // Chunks to keep in the streaming order: from the members' mean size,
+    // computed once (it walks every member).
+    let chunks = shared
+        .config
+        .stream_buffer
+        .map(|buffer| shared.source.stream_chunks(buffer, shared.config.readers));
     while let Ok(first) = tasks.recv() {
         let mut group = vec![first];
         while group.len() < store.per_reader() {
@@ -226,13 +232,9 @@ fn remote_reader_loop(
             answers.push(answer);
         }
         let reqs: Vec<_> = wanted.iter().map(|&(_, r)| r).collect();
-        let got = crate::contain::contained(|| match shared.config.stream_buffer {
+        let got = crate::contain::contained(|| match chunks {
             // The streaming order reads shards front to back: whole chunks.
-            Some(buffer) => store.read_streamed(
-                group[0].epoch,
-                &reqs,
-                shared.source.stream_chunks(buffer, shared.config.readers),
-            ),
+            Some(capacity) => store.read_streamed(group[0].epoch, &reqs, capacity),
             None => store.read_many(&reqs),
         })
         .map(|f| {

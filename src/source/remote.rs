@@ -32,7 +32,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload};
 
 use super::index::{Index, Listing};
-use super::webdataset::wildcard;
+use super::webdataset::matching;
 use super::{LeftOut, Shards, Source, StoreOptions};
 use crate::error::{Error, Result, SampleError};
 
@@ -199,11 +199,8 @@ enum Failure {
 }
 
 impl Store {
-    fn redact(&self, mut msg: String) -> String {
-        for s in &self.secrets {
-            msg = msg.replace(s.as_str(), "***");
-        }
-        msg
+    fn redact(&self, msg: String) -> String {
+        redact_with(&self.secrets, msg)
     }
 
     /// Run `f` on the store's runtime from a plain thread. A caller that
@@ -576,19 +573,7 @@ fn expand(url: &str, opts: &StoreOptions, rt: &tokio::runtime::Runtime) -> Resul
             path: url.into(),
             msg: redact_with(&secrets(opts), format!("listing the store: {e}")),
         })?;
-    let mut out: Vec<String> = listed
-        .into_iter()
-        .filter(|n| wildcard(pattern.as_bytes(), n.as_bytes()))
-        .map(|n| format!("{base}{n}"))
-        .collect();
-    out.sort();
-    if out.is_empty() {
-        return Err(Error::Dataset {
-            path: url.into(),
-            msg: "no object matches this pattern".into(),
-        });
-    }
-    Ok(out)
+    matching(url, &pattern, listed, |n| format!("{base}{n}"))
 }
 
 fn redact_with(secrets: &[String], mut msg: String) -> String {

@@ -105,18 +105,34 @@ fn glob_local(pattern: &str) -> Result<Vec<String>> {
         path: listed.to_path_buf(),
         source,
     })?;
-    let mut out: Vec<String> = entries
+    let files = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| wildcard(name.as_bytes(), n.as_bytes()))
-        .map(|n| dir.join(n).to_string_lossy().into_owned())
+        .map(|e| e.file_name().to_string_lossy().into_owned());
+    matching(pattern, &name, files, |n| {
+        dir.join(n).to_string_lossy().into_owned()
+    })
+}
+
+/// The `names` that `glob` matches, each made whole by `whole`, sorted;
+/// an error naming `pattern` when none does (a local folder's files, or
+/// a bucket's objects).
+pub(crate) fn matching(
+    pattern: &str,
+    glob: &str,
+    names: impl IntoIterator<Item = String>,
+    whole: impl Fn(&str) -> String,
+) -> Result<Vec<String>> {
+    let mut out: Vec<String> = names
+        .into_iter()
+        .filter(|n| wildcard(glob.as_bytes(), n.as_bytes()))
+        .map(|n| whole(&n))
         .collect();
     out.sort();
     if out.is_empty() {
         return Err(Error::Dataset {
             path: pattern.into(),
-            msg: "no file matches this pattern".into(),
+            msg: "nothing matches this pattern".into(),
         });
     }
     Ok(out)
