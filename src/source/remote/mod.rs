@@ -205,7 +205,7 @@ impl Store {
 
     /// Run `f` on the store's runtime from a plain thread. A caller that
     /// is itself inside a tokio runtime (an async trainer calling
-    /// [`Source::read`]) gets a helper thread, since a runtime cannot
+    /// [`Source::read`](crate::Source::read)) gets a helper thread, since a runtime cannot
     /// block inside another.
     pub(crate) fn block_on<F: Future + Send>(&self, f: F) -> F::Output
     where
