@@ -12,6 +12,19 @@ fn copy_good(from: &str, to: &Path) {
     std::fs::copy(common::sample_dir().join(from), to).unwrap();
 }
 
+/// The CPU pipeline over the ImageFolder at `root`, unshuffled, batches
+/// of 2 at 16 px.
+fn in_order(root: &std::path::Path) -> Pipeline {
+    Pipeline::builder()
+        .source(Source::image_folder(root).unwrap())
+        .device(Device::Cpu)
+        .shuffle(false)
+        .batch_size(2)
+        .output_size(16, 16)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn an_epoch_where_every_sample_fails_ends_with_the_error_list() {
     let dir = tempfile::tempdir().unwrap();
@@ -50,14 +63,7 @@ fn a_tail_that_all_fails_is_not_an_empty_batch() {
     for n in ["y", "z"] {
         std::fs::write(dir.path().join(format!("cls/{n}.jpg")), b"junk").unwrap();
     }
-    let mut p = Pipeline::builder()
-        .source(Source::image_folder(dir.path()).unwrap())
-        .device(Device::Cpu)
-        .shuffle(false)
-        .batch_size(2)
-        .output_size(16, 16)
-        .build()
-        .unwrap();
+    let mut p = in_order(dir.path());
     let batches: Vec<_> = p.epoch(0).map(Result::unwrap).collect();
     assert_eq!(batches.len(), 1);
     assert_eq!(batches[0].len(), 2);
@@ -195,14 +201,7 @@ fn a_png_named_jpg_is_an_image() {
     let png =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/go/video-001.png");
     std::fs::copy(png, dir.path().join("cls/b.jpg")).unwrap();
-    let mut p = Pipeline::builder()
-        .source(Source::image_folder(dir.path()).unwrap())
-        .device(Device::Cpu)
-        .shuffle(false)
-        .batch_size(2)
-        .output_size(16, 16)
-        .build()
-        .unwrap();
+    let mut p = in_order(dir.path());
     let b = p.epoch(0).next().unwrap().unwrap();
     assert_eq!(b.len(), 2, "{:?}", b.skipped());
     assert!(b.skipped().is_empty());
