@@ -207,6 +207,7 @@ fn multi_view(t: Target) {
                 flip_h: 0.5,
                 flip_v: 0.0,
                 count: 2,
+                photo: Default::default(),
             },
             View {
                 height: 16,
@@ -215,6 +216,7 @@ fn multi_view(t: Target) {
                 flip_h: 0.0,
                 flip_v: 0.0,
                 count: 1,
+                photo: Default::default(),
             },
         ])
         .dtype(DType::F16)

@@ -285,6 +285,7 @@ mod tests {
             y: axis(h, oh),
             flip_h: false,
             flip_v: false,
+            photo: crate::augment::photo::PhotoParams::NONE,
         }
     }
 
@@ -415,6 +416,7 @@ mod tests {
             },
             flip_h: false,
             flip_v: false,
+            photo: crate::augment::photo::PhotoParams::NONE,
         };
         let out: Vec<f32> = run(&img, &p, (2, 2), Layout::Nchw, false, &Fma::IDENTITY);
         approx(&out[..4], &[90.0, 100.0, 130.0, 140.0]);
@@ -437,6 +439,7 @@ mod tests {
             },
             flip_h: false,
             flip_v: false,
+            photo: crate::augment::photo::PhotoParams::NONE,
         };
         let out: Vec<f32> = run(&img, &p, (2, 1), Layout::Nchw, false, &Fma::IDENTITY);
         approx(&out[..2], &[12.5, 17.5]);
@@ -519,6 +522,7 @@ mod tests {
                 },
                 flip_h: false,
                 flip_v: false,
+                photo: crate::augment::photo::PhotoParams::NONE,
             };
             let aa = case["antialias"].as_bool().unwrap();
             let got: Vec<f32> = run(&img, &p, (ow, oh), Layout::Nhwc, aa, &Fma::IDENTITY);

@@ -6,8 +6,11 @@
 
 pub(crate) mod cpu;
 pub(crate) mod params;
+pub(crate) mod photo;
+pub(crate) mod photo_cpu;
 
 pub use params::Transform;
+pub use photo::{ColorJitter, EraseValue, GaussianBlur, Photometric, RandomErasing, Solarize};
 
 /// `img` resized to `width × height` (both at least 1) with the pipeline's
 /// filter: triangle (bilinear) taps widened by the shrink factor when
@@ -155,6 +158,9 @@ pub struct View {
     pub flip_v: f32,
     /// How many independent draws of this view each sample gets.
     pub count: usize,
+    /// Photometric ops (color jitter, grayscale, blur, solarize, erasing);
+    /// none by default. Set with the methods below.
+    pub photo: Photometric,
 }
 
 impl View {
@@ -169,6 +175,7 @@ impl View {
             flip_h: 0.5,
             flip_v: 0.0,
             count: 1,
+            photo: Photometric::default(),
         }
     }
 
@@ -197,6 +204,41 @@ impl View {
     /// Set the number of draws per sample.
     pub fn count(mut self, n: usize) -> View {
         self.count = n;
+        self
+    }
+
+    /// Color jitter (torchvision `RandomApply([ColorJitter(..)], p)`).
+    /// Default: none.
+    pub fn color_jitter(mut self, j: ColorJitter) -> View {
+        self.photo.jitter = Some(j);
+        self
+    }
+
+    /// Grayscale with probability `p` (torchvision `RandomGrayscale(p)`).
+    /// Default: 0.
+    pub fn grayscale(mut self, p: f32) -> View {
+        self.photo.grayscale = p;
+        self
+    }
+
+    /// Gaussian blur (torchvision `RandomApply([GaussianBlur(..)], p)`).
+    /// Default: none.
+    pub fn blur(mut self, b: GaussianBlur) -> View {
+        self.photo.blur = Some(b);
+        self
+    }
+
+    /// Solarize (torchvision `RandomSolarize(threshold, p)`, threshold in
+    /// 0..1 units). Default: none.
+    pub fn solarize(mut self, threshold: f32, p: f32) -> View {
+        self.photo.solarize = Some(Solarize { threshold, p });
+        self
+    }
+
+    /// Random erasing after normalization (torchvision `RandomErasing`).
+    /// Default: none.
+    pub fn erasing(mut self, e: RandomErasing) -> View {
+        self.photo.erasing = Some(e);
         self
     }
 

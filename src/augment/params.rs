@@ -9,6 +9,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
+use super::photo::PhotoParams;
 use crate::sampler::{seed_bytes, uniform_below};
 
 /// How one view's geometry is chosen.
@@ -87,6 +88,9 @@ pub(crate) struct SampleParams {
     pub(crate) flip_h: bool,
     /// Mirror top-bottom.
     pub(crate) flip_v: bool,
+    /// Photometric ops (issue 19), drawn from a stream of their own by
+    /// [`super::photo::photo_params`]; [`PhotoParams::NONE`] here.
+    pub(crate) photo: PhotoParams,
 }
 
 /// A uniform draw in `[0, 1)` with 53 random bits.
@@ -211,6 +215,7 @@ pub(crate) fn sample_params(
         y,
         flip_h,
         flip_v,
+        photo: PhotoParams::NONE,
     }
 }
 

@@ -433,7 +433,6 @@ impl PipelineBuilder {
         self.validate().map(drop)
     }
 
-    /// The checks of `build()` that need no device; returns the views.
     /// The sample order of these settings over `source`.
     fn sampler(&self, source: &Source) -> Result<Sampler> {
         let sampler = Sampler::new(
@@ -455,6 +454,7 @@ impl PipelineBuilder {
         }
     }
 
+    /// The checks of `build()` that need no device; returns the views.
     fn validate(&self) -> Result<Vec<View>> {
         let bad = |m: String| Err(Error::Config(m));
         let Some(source) = &self.source else {
@@ -485,6 +485,7 @@ impl PipelineBuilder {
                 flip_h: self.flip_h.unwrap_or(self.transform.default_flip_h()),
                 flip_v: self.flip_v,
                 count: 1,
+                photo: Default::default(),
             }]
         });
         if views.is_empty() {
@@ -661,6 +662,9 @@ fn check_view(v: &View) -> std::result::Result<(), String> {
     }
     if v.count == 0 || v.count > 64 {
         return Err(format!("view count {} outside 1..=64", v.count));
+    }
+    if let Some(e) = v.photo.check(w, h) {
+        return Err(e);
     }
     for p in [v.flip_h, v.flip_v] {
         if !(0.0..=1.0).contains(&p) {

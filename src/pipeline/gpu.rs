@@ -220,6 +220,12 @@ impl DeviceStage {
     /// but for the decoders of the workers' nvJPEG host phases, which are
     /// made as needed, at most one per sample in flight.
     pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
+        if cfg.views.iter().any(|v| v.photo.any()) {
+            // Until kernels/photo.cu lands (issue 19).
+            return Err(Error::Config(
+                "photometric ops run on the CPU backend only, for now".into(),
+            ));
+        }
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {

@@ -23,6 +23,7 @@ use super::stats::Counters;
 use super::trace::Arg;
 use crate::augment::cpu::{OutSpec, Resampler};
 use crate::augment::params::{SampleParams, sample_params};
+use crate::augment::photo::photo_params;
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
@@ -425,18 +426,22 @@ fn augment_decoded(shared: &Shared, s: &mut Scratch, task: Task) -> Output {
 fn draws(cfg: &Config, task: Task, size: (u32, u32)) -> Vec<SampleParams> {
     let mut params = Vec::with_capacity(cfg.views.iter().map(|v| v.count).sum());
     for view in &cfg.views {
+        let out = (view.width as u32, view.height as u32);
         for _ in 0..view.count {
-            params.push(sample_params(
+            let k = params.len() as u64;
+            let mut p = sample_params(
                 view.transform,
                 view.flip_h,
                 view.flip_v,
                 cfg.seed,
                 task.epoch,
                 task.index as u64,
-                params.len() as u64,
+                k,
                 size,
-                (view.width as u32, view.height as u32),
-            ));
+                out,
+            );
+            p.photo = photo_params(&view.photo, cfg.seed, task.epoch, task.index as u64, k, out);
+            params.push(p);
         }
     }
     params
@@ -485,6 +490,10 @@ fn augment_on_cpu(
         for k in 0..view.count {
             let p = draws.next().expect("one parameter set per draw");
             let r = k * n..(k + 1) * n;
+            if p.photo.any() {
+                photo_on_cpu(resampler, img, p, spec, data, r);
+                continue;
+            }
             match data {
                 TensorData::U8(v) => resampler.run(img, p, spec, &mut v[r]),
                 TensorData::F16(v) => resampler.run(img, p, spec, &mut v[r]),
@@ -494,4 +503,33 @@ fn augment_on_cpu(
         }
     }
     out
+}
+
+/// One draw with photometric ops on the CPU: resampled into f32 planes
+/// (0..=255, flipped), the ops of `augment/photo_cpu.rs`, then written.
+fn photo_on_cpu(
+    resampler: &mut Resampler,
+    img: &crate::decode::Image,
+    p: &SampleParams,
+    spec: OutSpec<'_>,
+    data: &mut TensorData,
+    r: std::ops::Range<usize>,
+) {
+    use crate::augment::photo_cpu;
+    let (w, h) = (spec.width, spec.height);
+    let mut planes = vec![0.0f32; 3 * w * h];
+    let plain = OutSpec {
+        layout: crate::augment::Layout::Nchw,
+        fma: &crate::augment::Fma::IDENTITY,
+        ..spec
+    };
+    resampler.run(img, p, plain, &mut planes);
+    photo_cpu::apply(&p.photo, w, h, &mut planes, &mut Vec::new());
+    let (layout, fma) = (spec.layout, spec.fma);
+    match data {
+        TensorData::U8(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
+        TensorData::F16(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
+        TensorData::BF16(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
+        TensorData::F32(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
+    }
 }

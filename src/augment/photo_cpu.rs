@@ -1,0 +1,391 @@
+//! The CPU reference of the photometric ops (issue 19): the specification
+//! `kernels/photo.cu` reproduces, operation for operation (same formulas,
+//! same summation order, separate multiply and add).
+//!
+//! A draw with photometric ops is first resampled as usual (crop, resize,
+//! flip) into three f32 planes of 0..=255 values, `R`, `G`, `B`, each
+//! `width × height`. Then, with `gray(r, g, b) = r·0.2989 + g·0.587 +
+//! b·0.114` (torchvision's `rgb_to_grayscale`), `clamp` to `[0, 255]` and
+//! `blend(a, b, f) = clamp(a·f + b·(1 − f))` (torchvision's `_blend`):
+//!
+//! * brightness `f`: `x ← clamp(x·f)`;
+//! * contrast `f`: `x ← blend(x, m, f)`, `m` the mean of `gray` over the
+//!   whole view as it enters the op. The mean's summation order is part of
+//!   the specification, so that every backend gets the same bits: lane
+//!   `t < 256` sums pixels `t, t + 256, t + 512, …` in order, then the lanes
+//!   are added pairwise (`s[t] += s[t + k]` for `k = 128, 64, …, 1`);
+//! * saturation `f`: `x ← blend(x, gray, f)`;
+//! * hue `f`: torchvision's `_rgb_to_hsv`, `h ← (h + f) mod 1`,
+//!   `_hsv_to_rgb`, with `v` in 0..=255 units instead of 0..=1;
+//! * grayscale: `r, g, b ← gray`;
+//! * blur: separable taps `w(|k|)` for `k = −r..=r` in that order, rows
+//!   first, then columns, reflecting at the borders (`−i`, `2(n − 1) − i`);
+//! * solarize `t`: `x ← 255 − x` where `x ≥ t`;
+//! * normalize and cast as the fused path (`x·scale + shift`);
+//! * erasing: the rectangle's elements become the constant, or
+//!   [`erase_noise`] of their logical NCHW index, in output units.
+
+use super::cpu::Element;
+use super::photo::{BRIGHTNESS, CONTRAST, EraseValue, HUE, PhotoParams, SATURATION};
+use super::{Fma, Layout};
+
+/// Lanes of the contrast mean's sum: the kernel's threads per block
+/// (`GF_PHOTO_THREADS`).
+pub(crate) const LANES: usize = 256;
+
+#[inline]
+fn clamp(v: f32) -> f32 {
+    v.clamp(0.0, 255.0)
+}
+
+#[inline]
+pub(crate) fn gray(p: [f32; 3]) -> f32 {
+    p[0] * 0.2989 + p[1] * 0.587 + p[2] * 0.114
+}
+
+#[inline]
+fn blend(a: f32, b: f32, f: f32) -> f32 {
+    clamp(a * f + b * (1.0 - f))
+}
+
+/// torchvision's hue rotation of one pixel.
+pub(crate) fn hue(p: [f32; 3], f: f32) -> [f32; 3] {
+    let [r, g, b] = p;
+    let maxc = r.max(g).max(b);
+    let minc = r.min(g).min(b);
+    let eqc = maxc == minc;
+    let range = maxc - minc;
+    let s = range / if eqc { 1.0 } else { maxc };
+    let div = if eqc { 1.0 } else { range };
+    let rc = (maxc - r) / div;
+    let gc = (maxc - g) / div;
+    let bc = (maxc - b) / div;
+    let h = if maxc == r {
+        bc - gc
+    } else if maxc == g {
+        (rc + 2.0) - bc
+    } else {
+        (gc + 4.0) - rc
+    };
+    let h = (h * (1.0 / 6.0) + 1.0) % 1.0;
+    // torch's remainder: the result takes the divisor's sign.
+    let h = h + f;
+    let h = h - h.floor();
+    let v = maxc;
+    let h6 = h * 6.0;
+    let i = h6.floor();
+    let fr = h6 - i;
+    let i = (i as i32).rem_euclid(6);
+    let sxf = s * fr;
+    let q = clamp((1.0 - sxf) * v);
+    let t = clamp((sxf + (1.0 - s)) * v);
+    let pp = clamp((1.0 - s) * v);
+    match i {
+        0 => [v, t, pp],
+        1 => [q, v, pp],
+        2 => [pp, v, t],
+        3 => [pp, q, v],
+        4 => [t, pp, v],
+        _ => [v, pp, q],
+    }
+}
+
+/// One jitter op on one pixel; `mean` is the contrast mean.
+#[inline]
+pub(crate) fn jitter_op(op: u8, f: f32, p: [f32; 3], mean: f32) -> [f32; 3] {
+    match op {
+        BRIGHTNESS => p.map(|x| clamp(x * f)),
+        CONTRAST => p.map(|x| blend(x, mean, f)),
+        SATURATION => {
+            let g = gray(p);
+            p.map(|x| blend(x, g, f))
+        }
+        HUE => hue(p, f),
+        _ => p,
+    }
+}
+
+/// Standard normal noise for element `idx` (logical NCHW index) of a draw
+/// erased with seed `seed`: Box–Muller on two 24-bit uniforms from
+/// SplitMix64, `sqrt(−2 ln u1) · cos(2π u2)` with `u1` in `(0, 1]`.
+pub(crate) fn erase_noise(seed: u64, idx: u64) -> f32 {
+    let mut z =
+        (seed ^ idx.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let u1 = ((z >> 40) + 1) as f32 * (1.0 / 16_777_216.0);
+    let u2 = ((z >> 16) & 0xFF_FFFF) as f32 * (1.0 / 16_777_216.0);
+    (-2.0 * u1.ln()).sqrt() * (6.283_185_5 * u2).cos()
+}
+
+fn reflect(i: isize, n: usize) -> usize {
+    let n = n as isize;
+    let i = if i < 0 { -i } else { i };
+    (if i >= n { 2 * (n - 1) - i } else { i }) as usize
+}
+
+/// Apply every op up to (not including) normalization to `planes`
+/// (`3 × width × height`, planar RGB, 0..=255), using `tmp` for the blur.
+pub(crate) fn apply(
+    pp: &PhotoParams,
+    width: usize,
+    height: usize,
+    planes: &mut [f32],
+    tmp: &mut Vec<f32>,
+) {
+    let n = width * height;
+    assert_eq!(planes.len(), 3 * n);
+    let get = |planes: &[f32], i: usize| [planes[i], planes[n + i], planes[2 * n + i]];
+    let put = |planes: &mut [f32], i: usize, p: [f32; 3]| {
+        planes[i] = p[0];
+        planes[n + i] = p[1];
+        planes[2 * n + i] = p[2];
+    };
+    let ops = pp.jitter();
+    // Without contrast there is no mean to take: every op runs in one pass.
+    let cpos = ops.iter().position(|&(op, _)| op == CONTRAST);
+    let mut mean = 0.0f32;
+    if let Some(cpos) = cpos {
+        let mut lanes = [0.0f32; LANES];
+        for i in 0..n {
+            let mut p = get(planes, i);
+            for &(op, f) in &ops[..cpos] {
+                p = jitter_op(op, f, p, 0.0);
+            }
+            put(planes, i, p);
+            lanes[i % LANES] += gray(p);
+        }
+        let mut k = LANES / 2;
+        while k > 0 {
+            for t in 0..k {
+                lanes[t] += lanes[t + k];
+            }
+            k /= 2;
+        }
+        mean = lanes[0] / n as f32;
+    }
+    for i in 0..n {
+        let mut p = get(planes, i);
+        for &(op, f) in &ops[cpos.unwrap_or(0)..] {
+            p = jitter_op(op, f, p, mean);
+        }
+        if pp.grayscale {
+            p = [gray(p); 3];
+        }
+        put(planes, i, p);
+    }
+    let taps = pp.taps();
+    if !taps.is_empty() {
+        let r = taps.len() as isize - 1;
+        tmp.clear();
+        tmp.resize(3 * n, 0.0);
+        for c in 0..3 {
+            let (src, dst) = (&planes[c * n..][..n], &mut tmp[c * n..][..n]);
+            for y in 0..height {
+                for x in 0..width {
+                    let mut acc = 0.0f32;
+                    for k in -r..=r {
+                        let xi = reflect(x as isize + k, width);
+                        acc += taps[k.unsigned_abs()] * src[y * width + xi];
+                    }
+                    dst[y * width + x] = acc;
+                }
+            }
+            let (src, dst) = (&tmp[c * n..][..n], &mut planes[c * n..][..n]);
+            for y in 0..height {
+                for x in 0..width {
+                    let mut acc = 0.0f32;
+                    for k in -r..=r {
+                        let yi = reflect(y as isize + k, height);
+                        acc += taps[k.unsigned_abs()] * src[yi * width + x];
+                    }
+                    dst[y * width + x] = acc;
+                }
+            }
+        }
+    }
+}
+
+/// Solarize, normalize, cast, lay out and erase `planes` (after
+/// [`apply`]) into `out` (one draw, `3 × width × height` elements).
+pub(crate) fn write<T: Element>(
+    pp: &PhotoParams,
+    width: usize,
+    height: usize,
+    planes: &[f32],
+    layout: Layout,
+    fma: &Fma,
+    out: &mut [T],
+) {
+    let n = width * height;
+    assert_eq!(out.len(), 3 * n);
+    for c in 0..3 {
+        for y in 0..height {
+            for x in 0..width {
+                let i = y * width + x;
+                let mut v = planes[c * n + i];
+                if let Some(t) = pp.solarize
+                    && v >= t
+                {
+                    v = 255.0 - v;
+                }
+                let mut o = v * fma.scale[c] + fma.shift[c];
+                if let Some((ex, ey, ew, eh)) = pp.erase
+                    && (ex as usize..(ex + ew) as usize).contains(&x)
+                    && (ey as usize..(ey + eh) as usize).contains(&y)
+                {
+                    o = match pp.erase_value {
+                        EraseValue::Constant(k) => k,
+                        EraseValue::Random => erase_noise(pp.noise, (c * n + i) as u64),
+                    };
+                }
+                let at = match layout {
+                    Layout::Nchw => c * n + i,
+                    Layout::Nhwc => i * 3 + c,
+                };
+                out[at] = T::from_f32(o);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hue_by_hand() {
+        // Pure red rotated by a third of a turn is pure green, by two thirds
+        // pure blue; a half turn of (200, 100, 50) is (50, 150, 200).
+        let close = |a: [f32; 3], b: [f32; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-3);
+        assert!(close(hue([255.0, 0.0, 0.0], 1.0 / 3.0), [0.0, 255.0, 0.0]));
+        assert!(close(hue([255.0, 0.0, 0.0], -1.0 / 3.0), [0.0, 0.0, 255.0]));
+        assert!(close(hue([200.0, 100.0, 50.0], 0.5), [50.0, 150.0, 200.0]));
+        // Grays have no hue.
+        assert_eq!(hue([90.0; 3], 0.3), [90.0; 3]);
+    }
+
+    #[test]
+    fn contrast_uses_the_mean_of_the_image_entering_it() {
+        // Brightness 2 first clamps the bright half: the mean contrast then
+        // blends toward is the clamped image's, not twice the original's.
+        let (w, h) = (4, 2);
+        let mut planes: Vec<f32> = (0..3 * w * h).map(|i| [50.0, 200.0][i % 2]).collect();
+        let mut pp = PhotoParams::NONE;
+        pp.jitter[0] = (BRIGHTNESS, 2.0);
+        pp.jitter[1] = (CONTRAST, 0.0);
+        pp.n_jitter = 2;
+        apply(&pp, w, h, &mut planes, &mut Vec::new());
+        // After brightness: 100 and 255; gray = value (all channels equal,
+        // weights sum to 0.9999); contrast 0 leaves the mean.
+        let mean = (100.0 + 255.0) / 2.0;
+        assert!(
+            planes.iter().all(|v| (v - mean * 0.9999).abs() < 1e-3),
+            "{planes:?}"
+        );
+    }
+
+    #[test]
+    fn blur_keeps_constants_and_reflects() {
+        let (w, h) = (5, 4);
+        let mut pp = PhotoParams::NONE;
+        let taps = super::super::photo::gaussian_taps(5, 1.0);
+        pp.taps[..3].copy_from_slice(&taps);
+        pp.radius = 2;
+        let mut planes = vec![77.0f32; 3 * w * h];
+        apply(&pp, w, h, &mut planes, &mut Vec::new());
+        assert!(planes.iter().all(|v| (v - 77.0).abs() < 1e-3));
+        // An impulse at the corner: reflection doubles the off-centre taps
+        // that fold back onto it: out(0,0) = (t0 + 2·0)... = t0², and the
+        // pixel one step in gets t1·t0 (from the impulse) on each axis.
+        let mut planes = vec![0.0f32; 3 * w * h];
+        planes[0] = 1.0;
+        apply(&pp, w, h, &mut planes, &mut Vec::new());
+        assert!((planes[0] - taps[0] * taps[0]).abs() < 1e-6);
+        assert!((planes[1] - taps[1] * taps[0]).abs() < 1e-6);
+        assert!((planes[w + 1] - taps[1] * taps[1]).abs() < 1e-6);
+    }
+
+    #[test]
+    fn noise_is_standard_normal() {
+        let v: Vec<f64> = (0..100_000).map(|i| f64::from(erase_noise(9, i))).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!(
+            mean.abs() < 0.02 && (var - 1.0).abs() < 0.02,
+            "{mean} {var}"
+        );
+        assert!(v.iter().all(|x| x.is_finite()));
+    }
+
+    /// torchvision's own outputs for fixed parameters
+    /// (tests/golden/make_photo_golden.py). Tolerance 2e-3 in 0..255 units
+    /// (about 1e-5 of the range): the two sum in different orders (the
+    /// blur's 2-D convolution against our two passes, torch's pairwise
+    /// mean) and torch's vector code may fuse multiply-adds.
+    #[test]
+    fn goldens_from_torchvision() {
+        use crate::augment::photo::{HUE, gaussian_taps};
+        let g: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/golden/photo.json")).unwrap();
+        let (w, h) = (
+            g["width"].as_u64().unwrap() as usize,
+            g["height"].as_u64().unwrap() as usize,
+        );
+        let f = |v: &serde_json::Value| v.as_f64().unwrap() as f32;
+        let pixels: Vec<f32> = g["pixels"].as_array().unwrap().iter().map(f).collect();
+        let norm = crate::augment::Normalize {
+            mean: [0, 1, 2].map(|c| f(&g["mean"][c])),
+            std: [0, 1, 2].map(|c| f(&g["std"][c])),
+        }
+        .fold();
+        let cases = g["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 19);
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let mut pp = PhotoParams::NONE;
+            let mut fma = Fma::IDENTITY;
+            for op in case["ops"].as_array().unwrap() {
+                let arg = |k: usize| f(&op[k]);
+                let mut jitter = |id: u8| {
+                    pp.jitter[pp.n_jitter as usize] = (id, arg(1));
+                    pp.n_jitter += 1;
+                };
+                match op[0].as_str().unwrap() {
+                    "brightness" => jitter(BRIGHTNESS),
+                    "contrast" => jitter(CONTRAST),
+                    "saturation" => jitter(SATURATION),
+                    "hue" => jitter(HUE),
+                    "grayscale" => pp.grayscale = true,
+                    "blur" => {
+                        let taps = gaussian_taps(arg(1) as u32, f64::from(arg(2)));
+                        pp.taps[..taps.len()].copy_from_slice(&taps);
+                        pp.radius = taps.len() as u32 - 1;
+                    }
+                    "solarize" => pp.solarize = Some(arg(1) * 255.0),
+                    "normalize" => fma = norm,
+                    "erase" => {
+                        let u = |k: usize| op[k].as_u64().unwrap() as u32;
+                        pp.erase = Some((u(2), u(1), u(4), u(3)));
+                        pp.erase_value = EraseValue::Constant(arg(5));
+                    }
+                    other => panic!("unknown op {other}"),
+                }
+            }
+            let mut planes = pixels.clone();
+            apply(&pp, w, h, &mut planes, &mut Vec::new());
+            let mut out = vec![0.0f32; 3 * w * h];
+            write(&pp, w, h, &planes, Layout::Nchw, &fma, &mut out);
+            // Normalized values are ~1/(255 std) times larger per unit.
+            let tol = if fma == Fma::IDENTITY { 2e-3 } else { 4e-5 };
+            let want: Vec<f32> = case["expected"].as_array().unwrap().iter().map(f).collect();
+            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{name}: element {i}: got {got}, torchvision {want}"
+                );
+            }
+        }
+    }
+}
