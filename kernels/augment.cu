@@ -9,6 +9,7 @@
 // same file compiles as C++ on the host (tests/emu/augment_emu.cpp), so the
 // kernel's arithmetic is checked against the CPU reference without a GPU.
 #include "augment.cuh"
+#include "cast.cuh"
 
 // Taps of output pixel o on one axis, relative to the region start.
 // Mirrors Taps::build in src/augment/cpu.rs; weights are computed on the fly
@@ -77,36 +78,6 @@ __device__ __forceinline__ GfTaps gf_taps(const GfAxis& a, unsigned int o, bool 
     }
     return t;
 }
-
-struct GfU8 { typedef unsigned char T; };
-struct GfF16 { typedef unsigned short T; };
-struct GfBF16 { typedef unsigned short T; };
-struct GfF32 { typedef float T; };
-
-__device__ __forceinline__ unsigned char gf_cast(GfU8, float v) {
-    // round half away from zero (v >= 0 after the clamp), saturate.
-    v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-    return (unsigned char)roundf(v);
-}
-
-__device__ __forceinline__ unsigned short gf_cast(GfF16, float v) {
-#ifdef GF_HOST_EMU
-    return gf_emu_f32_to_f16(v);  // tests/emu: the same rounding on the host
-#else
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-#endif
-}
-
-__device__ __forceinline__ unsigned short gf_cast(GfBF16, float v) {
-    unsigned int u = __float_as_uint(v);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
-}
-
-__device__ __forceinline__ float gf_cast(GfF32, float v) { return v; }
 
 template <typename E, bool NCHW>
 __device__ void gf_augment(const GfTile* __restrict__ tiles, GfLaunch p,

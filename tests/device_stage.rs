@@ -35,6 +35,9 @@ common::tests!(
     emu_small_staging,
     gpu_small_staging,
     #[cfg(feature = "kernel-emu")]
+    emu_photometric_ops,
+    gpu_photometric_ops,
+    #[cfg(feature = "kernel-emu")]
     emu_corrupt_files_are_skipped_alike,
     gpu_corrupt_files_are_skipped_alike,
     #[cfg(feature = "kernel-emu")]
@@ -223,6 +226,50 @@ fn multi_view(t: Target) {
     });
 }
 
+/// Every photometric op on (issue 19), two views of different sizes, the
+/// draws whose ops came out "off" on the fused path beside them. The
+/// second run's staging caps the scratch (4 × 600 KB) at three 160 px
+/// draws, so a batch runs in several rounds of resample + photometric
+/// launches.
+fn photometric_ops(t: Target) {
+    use gpufeed::augment::{ColorJitter, EraseValue, GaussianBlur, RandomErasing};
+    let views = |value: EraseValue, size: usize| {
+        vec![
+            View::new(size, size)
+                .count(2)
+                .color_jitter(ColorJitter::new(0.4, 0.4, 0.2, 0.1, 0.8))
+                .grayscale(0.2)
+                .blur(GaussianBlur::new(9, (0.1, 2.0), 0.5))
+                .solarize(0.5, 0.3),
+            View::new(16, 20)
+                .count(3)
+                .transform(Transform::CenterCrop { resize: 18 })
+                .color_jitter(ColorJitter::new(0.8, 0.8, 0.8, 0.5, 1.0))
+                .blur(GaussianBlur::new(5, (0.5, 1.5), 1.0))
+                .erasing(RandomErasing {
+                    p: 0.7,
+                    value,
+                    ..RandomErasing::default()
+                }),
+        ]
+    };
+    same_as_cpu(t, sample(), |b| {
+        b.views(views(EraseValue::Random, 24))
+            .dtype(DType::F16)
+            .normalize(Some(Normalize::IMAGENET))
+    });
+    let s = same_as_cpu(t, sample(), |b| {
+        b.views(views(EraseValue::Constant(7.0), 160))
+            .dtype(DType::U8)
+            .layout(Layout::Nhwc)
+            .normalize(None)
+            .staging_bytes(600_000)
+    });
+    // Per batch: 5 fused launches at most (both views, and staging
+    // flushes), then rounds of two per view.
+    assert!(s.launches > 8 * s.batches, "{s:?}");
+}
+
 /// A staging buffer that holds only a few crops: batches are launched in
 /// several parts. One smaller than any crop: every sample takes the
 /// CPU-augment-and-upload route. Neither may change a single element.
@@ -350,6 +397,7 @@ device_test!(
 );
 device_test!(multi_view, emu_multi_view, gpu_multi_view);
 device_test!(small_staging, emu_small_staging, gpu_small_staging);
+device_test!(photometric_ops, emu_photometric_ops, gpu_photometric_ops);
 device_test!(
     corrupt_files_are_skipped_alike,
     emu_corrupt_files_are_skipped_alike,

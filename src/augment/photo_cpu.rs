@@ -177,32 +177,51 @@ pub(crate) fn apply(
     }
     let taps = pp.taps();
     if !taps.is_empty() {
-        let r = taps.len() as isize - 1;
         tmp.clear();
         tmp.resize(3 * n, 0.0);
         for c in 0..3 {
-            let (src, dst) = (&planes[c * n..][..n], &mut tmp[c * n..][..n]);
-            for y in 0..height {
-                for x in 0..width {
-                    let mut acc = 0.0f32;
-                    for k in -r..=r {
-                        let xi = reflect(x as isize + k, width);
-                        acc += taps[k.unsigned_abs()] * src[y * width + xi];
-                    }
-                    dst[y * width + x] = acc;
-                }
+            blur_pass(
+                &planes[c * n..][..n],
+                &mut tmp[c * n..][..n],
+                width,
+                height,
+                taps,
+                true,
+            );
+            blur_pass(
+                &tmp[c * n..][..n],
+                &mut planes[c * n..][..n],
+                width,
+                height,
+                taps,
+                false,
+            );
+        }
+    }
+}
+
+/// One blur pass over a plane, along rows (`along_x`) or columns.
+fn blur_pass(
+    src: &[f32],
+    dst: &mut [f32],
+    width: usize,
+    height: usize,
+    taps: &[f32],
+    along_x: bool,
+) {
+    let r = taps.len() as isize - 1;
+    for y in 0..height {
+        for x in 0..width {
+            let mut acc = 0.0f32;
+            for k in -r..=r {
+                let at = if along_x {
+                    y * width + reflect(x as isize + k, width)
+                } else {
+                    reflect(y as isize + k, height) * width + x
+                };
+                acc += taps[k.unsigned_abs()] * src[at];
             }
-            let (src, dst) = (&tmp[c * n..][..n], &mut planes[c * n..][..n]);
-            for y in 0..height {
-                for x in 0..width {
-                    let mut acc = 0.0f32;
-                    for k in -r..=r {
-                        let yi = reflect(y as isize + k, height);
-                        acc += taps[k.unsigned_abs()] * src[yi * width + x];
-                    }
-                    dst[y * width + x] = acc;
-                }
-            }
+            dst[y * width + x] = acc;
         }
     }
 }

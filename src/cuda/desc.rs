@@ -1,9 +1,12 @@
-//! `#[repr(C)]` mirrors of `kernels/augment.cuh`. Sizes and offsets are
-//! asserted here at compile time and by `static_assert` in the header.
+//! `#[repr(C)]` mirrors of `kernels/augment.cuh` and `kernels/photo.cuh`.
+//! Sizes and offsets are asserted here at compile time and by
+//! `static_assert` in the headers.
 
 use std::mem::{offset_of, size_of};
 
+use crate::augment::EraseValue;
 use crate::augment::params::{Axis, SampleParams};
+use crate::augment::photo::{MAX_TAPS, PhotoParams};
 
 /// `GfAxis`.
 #[repr(C)]
@@ -47,6 +50,83 @@ pub(crate) struct GfLaunch {
 unsafe impl bytemuck::Zeroable for GfTile {}
 // SAFETY: as above.
 unsafe impl bytemuck::Pod for GfTile {}
+
+/// `GfPhoto`: one draw of the photometric kernels.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GfPhoto {
+    pub(crate) src: u64,
+    pub(crate) tmp: u64,
+    pub(crate) dst: u64,
+    pub(crate) noise: u64,
+    pub(crate) ops: u32,
+    pub(crate) n_ops: u32,
+    pub(crate) factor: [f32; 4],
+    pub(crate) flags: u32,
+    pub(crate) threshold: f32,
+    pub(crate) erase_value: f32,
+    pub(crate) radius: u32,
+    pub(crate) erase: [u32; 4],
+    pub(crate) taps: [f32; MAX_TAPS],
+}
+
+// SAFETY: as for GfTile: #[repr(C)], Copy, integers and floats only, no
+// padding (size asserted below), every bit pattern valid.
+unsafe impl bytemuck::Zeroable for GfPhoto {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for GfPhoto {}
+
+const _: () = assert!(size_of::<GfPhoto>() == 216);
+const _: () = assert!(offset_of!(GfPhoto, factor) == 40);
+const _: () = assert!(offset_of!(GfPhoto, taps) == 88);
+const _: () = assert!(MAX_TAPS == 32);
+
+/// `GF_PHOTO_*` flags.
+const GRAY: u32 = 1;
+const SOLARIZE: u32 = 2;
+const ERASE: u32 = 4;
+const NOISE: u32 = 8;
+
+impl GfPhoto {
+    /// The descriptor of draw `p`: planes at device addresses `src` and
+    /// `tmp`, output at element `dst`.
+    pub(crate) fn new(src: u64, tmp: u64, dst: u64, p: &PhotoParams) -> GfPhoto {
+        let mut d = GfPhoto {
+            src,
+            tmp,
+            dst,
+            noise: p.noise,
+            ops: 0,
+            n_ops: p.n_jitter as u32,
+            factor: [0.0; 4],
+            flags: 0,
+            threshold: p.solarize.unwrap_or(0.0),
+            erase_value: 0.0,
+            radius: p.radius,
+            erase: [0; 4],
+            taps: p.taps,
+        };
+        for (k, &(op, f)) in p.jitter().iter().enumerate() {
+            d.ops |= u32::from(op) << (4 * k);
+            d.factor[k] = f;
+        }
+        if p.grayscale {
+            d.flags |= GRAY;
+        }
+        if p.solarize.is_some() {
+            d.flags |= SOLARIZE;
+        }
+        if let Some((x, y, w, h)) = p.erase {
+            d.flags |= ERASE;
+            d.erase = [x, y, w, h];
+            match p.erase_value {
+                EraseValue::Constant(v) => d.erase_value = v,
+                EraseValue::Random => d.flags |= NOISE,
+            }
+        }
+        d
+    }
+}
 
 const _: () = assert!(size_of::<GfAxis>() == 24);
 const _: () = assert!(size_of::<GfTile>() == 72);
@@ -123,6 +203,23 @@ mod tests {
         assert_eq!(number_after(h, "x at"), offset_of!(GfTile, x));
         assert_eq!(number_after(h, "y at"), offset_of!(GfTile, y));
         assert_eq!(number_after(h, "scale at"), offset_of!(GfLaunch, scale));
+        let h = include_str!("../../kernels/photo.cuh");
+        assert_eq!(number_after(h, "sizeof(GfPhoto) =="), size_of::<GfPhoto>());
+        assert_eq!(number_after(h, "factor at"), offset_of!(GfPhoto, factor));
+        assert_eq!(number_after(h, "taps at"), offset_of!(GfPhoto, taps));
+        assert_eq!(number_after(h, "#define GF_PHOTO_TAPS"), MAX_TAPS);
+        assert_eq!(
+            number_after(h, "#define GF_PHOTO_THREADS"),
+            crate::augment::photo_cpu::LANES
+        );
+        for (name, bit) in [
+            ("GF_PHOTO_GRAY", GRAY),
+            ("GF_PHOTO_SOLARIZE", SOLARIZE),
+            ("GF_PHOTO_ERASE", ERASE),
+            ("GF_PHOTO_NOISE", NOISE),
+        ] {
+            assert_eq!(number_after(h, &format!("#define {name}")), bit as usize);
+        }
     }
 
     #[test]

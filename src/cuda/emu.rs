@@ -4,13 +4,19 @@
 //! whole CUDA pipeline stage (staging, tiles, offsets, flushes) run in CI
 //! without a GPU.
 
-use super::desc::{GfLaunch, GfTile};
+use super::desc::{GfLaunch, GfPhoto, GfTile};
 use super::stage::StageLaunch;
 
 unsafe extern "C" {
     fn gf_emu_augment(
         which: i32,
         tiles: *const GfTile,
+        p: GfLaunch,
+        out: *mut std::ffi::c_void,
+    ) -> i32;
+    fn gf_emu_photo(
+        which: i32,
+        draws: *const GfPhoto,
         p: GfLaunch,
         out: *mut std::ffi::c_void,
     ) -> i32;
@@ -44,32 +50,66 @@ pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {
 }
 
 /// Run the launches of one pipeline flush on the emulated device: `staging`
-/// holds the tiles, `sources` the buffers their pixels may come from,
-/// `outs[l.out]` is the output of launch `l` (`elem` bytes per element).
-/// Every tile is checked against those buffers first, so a packing bug is
-/// an error, not a wild read or write.
+/// holds the descriptors, `sources` the buffers their pixels may come from,
+/// `outs[v]` is the output of a launch into view `v` (`elem` bytes per
+/// element) and `scratch` the photometric planes (f32). Every descriptor is
+/// checked against those buffers first, so a packing bug is an error, not
+/// a wild read or write.
 pub(crate) fn run_launches(
     staging: &[u8],
     sources: &[&[u8]],
     launches: &[StageLaunch],
     outs: &mut [&mut [u8]],
+    mut scratch: Option<&mut [u8]>,
     elem: usize,
 ) -> Result<(), String> {
     let ranges: Vec<(u64, u64)> = sources
         .iter()
         .map(|s| (s.as_ptr() as u64, s.as_ptr() as u64 + s.len() as u64))
         .collect();
+    let scratch_range = scratch
+        .as_deref()
+        .map(|s| (s.as_ptr() as u64, s.as_ptr() as u64 + s.len() as u64));
     for l in launches {
         let n = l.params.n_tiles as usize;
-        let bytes = staging
-            .get(l.tiles_at..l.tiles_at + n * size_of::<GfTile>())
-            .ok_or("tile list outside the staging")?;
-        let tiles: Vec<GfTile> = bytes
-            .chunks_exact(size_of::<GfTile>())
-            .map(bytemuck::pod_read_unaligned)
-            .collect();
-        let out = outs.get_mut(l.out).ok_or("no such output")?;
         let plane = l.params.out_w as u64 * l.params.out_h as u64;
+        let (out, elem): (&mut [u8], usize) = match l.out {
+            Some(v) => (outs.get_mut(v).ok_or("no such output")?, elem),
+            None => (scratch.as_deref_mut().ok_or("no scratch")?, 4),
+        };
+        if l.photo {
+            let draws: Vec<GfPhoto> = read_descriptors(staging, l.tiles_at, n)?;
+            let (lo, hi) = scratch_range.ok_or("photometric launch without a scratch")?;
+            for d in &draws {
+                for at in [d.src, d.tmp] {
+                    if at < lo || at + 12 * plane > hi || at % 4 != 0 {
+                        return Err(format!("photometric planes at {at:#x} outside the scratch"));
+                    }
+                }
+                if d.src.abs_diff(d.tmp) < 12 * plane {
+                    return Err("photometric planes overlap".into());
+                }
+                if (d.dst + 3 * plane) * elem as u64 > out.len() as u64 {
+                    return Err("photometric output outside the buffer".into());
+                }
+            }
+            // SAFETY: checked above: every draw's planes lie inside the
+            // scratch, apart, and its output inside `out`; `which` matches
+            // the element size of `out` by construction of the launch.
+            let rc = unsafe {
+                gf_emu_photo(
+                    l.which as i32,
+                    draws.as_ptr(),
+                    l.params,
+                    out.as_mut_ptr().cast(),
+                )
+            };
+            if rc != 0 {
+                return Err(format!("gf_emu_photo rejected kernel {}", l.which));
+            }
+            continue;
+        }
+        let tiles: Vec<GfTile> = read_descriptors(staging, l.tiles_at, n)?;
         for t in &tiles {
             let end = t.src + t.src_pitch as u64 * t.src_height as u64;
             let Some(&(_, hi)) = ranges.iter().find(|(lo, hi)| t.src >= *lo && end <= *hi) else {
@@ -91,8 +131,24 @@ pub(crate) fn run_launches(
         // SAFETY: checked above: every tile's source (pitch * height bytes)
         // lies inside one of `sources`, its window inside the source, and its
         // output inside `out`; `which` matches the element size of `out`
-        // by construction of the launch (the caller's dtype).
+        // by construction of the launch (the caller's dtype, or f32 for the
+        // scratch).
         unsafe { augment(l.which, &tiles, l.params, out) };
     }
     Ok(())
+}
+
+/// `n` descriptors of type `T` from `staging` at byte `at`.
+fn read_descriptors<T: bytemuck::Pod>(
+    staging: &[u8],
+    at: usize,
+    n: usize,
+) -> Result<Vec<T>, String> {
+    let bytes = staging
+        .get(at..at + n * size_of::<T>())
+        .ok_or("descriptor list outside the staging")?;
+    Ok(bytes
+        .chunks_exact(size_of::<T>())
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
 }

@@ -12,7 +12,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::desc::{GfLaunch, GfTile};
-use super::{AUGMENT_KERNELS, devices, kernel_sources, nvrtc};
+use super::{AUGMENT_KERNELS, PHOTO_KERNELS, devices, kernel_sources, nvrtc};
 use crate::error::{Error, Result};
 
 // SAFETY: GfTile and GfLaunch are #[repr(C)] plain data (integers and
@@ -27,11 +27,17 @@ unsafe impl DeviceRepr for GfLaunch {}
 /// Threads per block: one thread per output pixel.
 const BLOCK: u32 = 256;
 
-/// The eight augment kernels loaded on one device.
+/// Threads per block of the photometric kernels (`GF_PHOTO_THREADS`; one
+/// block per draw).
+const PHOTO_BLOCK: u32 = crate::augment::photo_cpu::LANES as u32;
+
+/// The eight augment kernels and eight photometric kernels loaded on one
+/// device.
 pub(crate) struct AugmentKernels {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     funcs: Vec<CudaFunction>,
+    photo: Vec<CudaFunction>,
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
 }
@@ -46,24 +52,30 @@ impl AugmentKernels {
             .ok_or_else(|| Error::Device(format!("cuda:{index}: only {} device(s)", devs.len())))?;
         let (major, minor) = dev.compute_capability;
         let arch = format!("sm_{major}{minor}");
-        let (name, src) = kernel_sources().remove(0);
-        let cubin = nvrtc::compile_cached(name, &src, &arch)?;
         let drv = |what: &str, e: cudarc::driver::DriverError| {
             Error::Device(format!("cuda:{index}: {what}: {e:?}"))
         };
         let ctx = super::context(index)?;
-        let module = ctx
-            .load_module(Ptx::from_binary(cubin.image))
-            .map_err(|e| drv("load CUBIN", e))?;
-        let funcs = AUGMENT_KERNELS
-            .iter()
-            .map(|k| module.load_function(k).map_err(|e| drv(k, e)))
-            .collect::<Result<Vec<_>>>()?;
+        let mut sources = kernel_sources().into_iter();
+        let mut load = |entries: &[&str]| -> Result<Vec<CudaFunction>> {
+            let (name, src) = sources.next().expect("one source per kernel family");
+            let cubin = nvrtc::compile_cached(name, &src, &arch)?;
+            let module = ctx
+                .load_module(Ptx::from_binary(cubin.image))
+                .map_err(|e| drv("load CUBIN", e))?;
+            entries
+                .iter()
+                .map(|k| module.load_function(k).map_err(|e| drv(k, e)))
+                .collect()
+        };
+        let funcs = load(&AUGMENT_KERNELS)?;
+        let photo = load(&PHOTO_KERNELS)?;
         let stream = ctx.new_stream().map_err(|e| drv("stream", e))?;
         Ok(AugmentKernels {
             ctx,
             stream,
             funcs,
+            photo,
             arch,
         })
     }
@@ -124,6 +136,49 @@ impl AugmentKernels {
         unsafe { b.launch(cfg) }
             .map(|_| ())
             .map_err(|e| Error::Device(format!("launch {}: {e:?}", AUGMENT_KERNELS[which])))
+    }
+
+    /// [`launch_at`](Self::launch_at), or its photometric twin when
+    /// `photo`: kernel `which` of `PHOTO_KERNELS` over `launch.n_tiles`
+    /// `GfPhoto` descriptors at `tiles`, one block of `GF_PHOTO_THREADS` per
+    /// draw.
+    ///
+    /// # Safety
+    ///
+    /// As for `launch_at`; for `photo`, every descriptor's `src` and `tmp`
+    /// must address `3 * out_w * out_h` f32 of device memory each (written
+    /// by earlier work on this stream), not shared with another draw of
+    /// the launch.
+    pub(crate) unsafe fn launch_any<T: DeviceRepr>(
+        &self,
+        photo: bool,
+        which: usize,
+        tiles: u64,
+        launch: GfLaunch,
+        out: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        if !photo {
+            // SAFETY: the caller's contract.
+            return unsafe { self.launch_at(which, tiles, launch, out) };
+        }
+        if launch.n_tiles == 0 {
+            return Ok(());
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (launch.n_tiles, 1, 1),
+            block_dim: (PHOTO_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.photo[which]);
+        b.arg(&tiles);
+        b.arg(&launch);
+        b.arg(out);
+        // SAFETY: the kernel signature is (const GfPhoto*, GfLaunch, T*);
+        // a u64 device address passes as the pointer. Memory validity is
+        // the caller's contract.
+        unsafe { b.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| Error::Device(format!("launch {}: {e:?}", PHOTO_KERNELS[which])))
     }
 
     /// Upload host bytes.

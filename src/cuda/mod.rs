@@ -120,7 +120,10 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
 
 /// The embedded kernel sources: `(file name, text)`, headers inlined.
 pub fn kernel_sources() -> Vec<(&'static str, String)> {
-    vec![("augment.cu", inline_header(AUGMENT_CU))]
+    vec![
+        ("augment.cu", inline_headers(AUGMENT_CU)),
+        ("photo.cu", inline_headers(PHOTO_CU)),
+    ]
 }
 
 /// Kernel entry points of `augment.cu`, one per dtype and layout.
@@ -135,11 +138,31 @@ pub const AUGMENT_KERNELS: [&str; 8] = [
     "gf_augment_f32_nhwc",
 ];
 
-const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
-const AUGMENT_CUH: &str = include_str!("../../kernels/augment.cuh");
+/// Kernel entry points of `photo.cu`, indexed as [`AUGMENT_KERNELS`].
+pub const PHOTO_KERNELS: [&str; 8] = [
+    "gf_photo_u8_nchw",
+    "gf_photo_u8_nhwc",
+    "gf_photo_f16_nchw",
+    "gf_photo_f16_nhwc",
+    "gf_photo_bf16_nchw",
+    "gf_photo_bf16_nhwc",
+    "gf_photo_f32_nchw",
+    "gf_photo_f32_nhwc",
+];
 
-/// NVRTC is given one self-contained source: the header is pasted where it
-/// is included, so no include path (and no CUDA toolkit) is needed.
-fn inline_header(src: &str) -> String {
-    src.replace("#include \"augment.cuh\"", AUGMENT_CUH)
+const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
+const PHOTO_CU: &str = include_str!("../../kernels/photo.cu");
+const HEADERS: [(&str, &str); 3] = [
+    ("augment.cuh", include_str!("../../kernels/augment.cuh")),
+    ("cast.cuh", include_str!("../../kernels/cast.cuh")),
+    ("photo.cuh", include_str!("../../kernels/photo.cuh")),
+];
+
+/// NVRTC is given one self-contained source: each header is pasted where
+/// it is included, so no include path (and no CUDA toolkit) is needed.
+/// Headers are `#pragma once`, and include no other header.
+fn inline_headers(src: &str) -> String {
+    HEADERS.iter().fold(src.to_string(), |s, (name, text)| {
+        s.replace(&format!("#include \"{name}\""), text)
+    })
 }

@@ -216,15 +216,17 @@ impl Drop for CudaSlot {
     }
 }
 
-/// One kernel launch of a flush: `which` indexes `AUGMENT_KERNELS`, the
-/// tiles start `tiles_at` bytes into the staging buffer, and the output is
-/// view `out`.
+/// One kernel launch of a flush: `which` indexes `AUGMENT_KERNELS` (or
+/// `PHOTO_KERNELS` when `photo`), the descriptors (`GfTile`s, or `GfPhoto`s)
+/// start `tiles_at` bytes into the staging buffer, and the output is view
+/// `out`, or the photometric scratch planes when `None` (issue 19).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StageLaunch {
     pub(crate) which: usize,
+    pub(crate) photo: bool,
     pub(crate) tiles_at: usize,
     pub(crate) params: GfLaunch,
-    pub(crate) out: usize,
+    pub(crate) out: Option<usize>,
 }
 
 /// The CUDA device of a pipeline: its kernels and stream.
@@ -314,15 +316,33 @@ impl CudaEngine {
         ptr
     }
 
+    /// Device memory for the photometric planes (issue 19): `len` f32.
+    pub(crate) fn alloc_scratch(&self, len: usize) -> Result<CudaSlice<f32>> {
+        self.k
+            .stream
+            .alloc_zeros::<f32>(len.max(1))
+            .map_err(drv("allocate photometric scratch"))
+    }
+
+    /// Device address of a scratch buffer's first element.
+    pub(crate) fn scratch_base(&self, scratch: &CudaSlice<f32>) -> u64 {
+        let (ptr, _record) = scratch.device_ptr(&self.k.stream);
+        ptr
+    }
+
     /// Copy `ranges` of the staging to the device, run `launches`, then copy
     /// `labels` (a byte range of the pinned staging holding `n` u32) into
     /// the slot's label buffer, and record the slot's event. Asynchronous.
+    /// Launches into the photometric scratch need `scratch`; every launch
+    /// is on the stage's one stream, so the next round of draws writes the
+    /// scratch only after the previous round's photometric kernel read it.
     pub(crate) fn flush(
         &self,
         slot: &mut CudaSlot,
         ranges: &[Range<usize>],
         launches: &[StageLaunch],
         outs: &mut [&mut OutBuf],
+        mut scratch: Option<&mut CudaSlice<f32>>,
         labels: Option<Range<usize>>,
     ) -> Result<()> {
         let s = &self.k.stream;
@@ -345,16 +365,27 @@ impl CudaEngine {
         let base = self.base(slot);
         for l in launches {
             let tiles = base + l.tiles_at as u64;
-            // SAFETY: the tiles were written by pipeline/gpu.rs into the
-            // staging copied above; each points into that staging buffer at
-            // pixels it wrote and writes inside `outs[l.out]`, whose element
-            // type matches kernel `which` (chosen from the output's dtype).
+            let Some(v) = l.out else {
+                let scratch = scratch
+                    .as_deref_mut()
+                    .ok_or_else(|| Error::Device("no photometric scratch (stage bug)".into()))?;
+                // SAFETY: as below; the output is the f32 scratch, which
+                // the f32 NCHW augment kernel (`which`) writes, each tile
+                // inside it (pipeline/gpu/photo.rs packs them).
+                unsafe { self.k.launch_at(l.which, tiles, l.params, scratch) }?;
+                continue;
+            };
+            // SAFETY: the descriptors were written by pipeline/gpu.rs into
+            // the staging copied above; each points into that staging buffer
+            // (or the arena, or the scratch) at pixels written before it on
+            // this stream and writes inside `outs[v]`, whose element type
+            // matches kernel `which` (chosen from the output's dtype).
             unsafe {
-                match &mut *outs[l.out] {
-                    OutBuf::U8(o) => self.k.launch_at(l.which, tiles, l.params, o),
-                    OutBuf::F16(o) => self.k.launch_at(l.which, tiles, l.params, o),
-                    OutBuf::BF16(o) => self.k.launch_at(l.which, tiles, l.params, o),
-                    OutBuf::F32(o) => self.k.launch_at(l.which, tiles, l.params, o),
+                match &mut *outs[v] {
+                    OutBuf::U8(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
+                    OutBuf::F16(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
+                    OutBuf::BF16(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
+                    OutBuf::F32(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
                 }
             }?;
         }

@@ -38,12 +38,14 @@ use super::batch::{Storage, Tensor, TensorData};
 use super::builder::Config;
 use super::handoff::{Jpeg, Placed, Region, WorkerDecode, WorkerDecodeKind};
 use crate::augment::params::SampleParams;
+use crate::augment::photo::PhotoParams;
 use crate::augment::{DType, Layout};
-use crate::cuda::desc::{GfLaunch, GfTile};
+use crate::cuda::desc::{GfLaunch, GfPhoto, GfTile};
 use crate::cuda::stage::{CudaEngine, CudaSlot, NvRoute, StageLaunch};
 use crate::error::{Error, Result};
 
 mod jpeg;
+mod photo;
 
 /// Kernel launches have at most this many tiles (the grid's y limit).
 const MAX_TILES_PER_LAUNCH: usize = 65_535;
@@ -86,6 +88,8 @@ pub(crate) struct Slot {
     used: usize,
     /// Tiles not yet launched, per view; `src` is an absolute address.
     tiles: Vec<Vec<GfTile>>,
+    /// Draws with photometric ops not yet launched, per view (issue 19).
+    photo: Vec<Vec<(GfTile, PhotoParams)>>,
     /// Arena bytes used by decoded images since the last flush.
     arena_used: usize,
     /// nvJPEG-route samples of the batch not yet known good, with their
@@ -121,6 +125,8 @@ impl Slot {
 struct StagingLayout {
     pixels: usize,
     tiles_at: usize,
+    /// Bytes of descriptors a batch may need: a `GfTile` per draw, and a
+    /// `GfPhoto` more per draw of a view with photometric ops.
     tiles: usize,
     labels_at: usize,
     total: usize,
@@ -129,7 +135,7 @@ struct StagingLayout {
 impl StagingLayout {
     fn new(pixels: usize, tiles: usize, batch: usize) -> StagingLayout {
         let tiles_at = pixels.next_multiple_of(256);
-        let labels_at = (tiles_at + tiles * size_of::<GfTile>()).next_multiple_of(256);
+        let labels_at = (tiles_at + tiles).next_multiple_of(256);
         StagingLayout {
             pixels,
             tiles_at,
@@ -184,6 +190,16 @@ pub(crate) struct DeviceStage {
     memory: Memory,
     /// Output elements per draw, per view.
     draw_len: Vec<usize>,
+    /// The photometric planes (issue 19), shared by every slot: all work
+    /// runs on one stream, round after round.
+    scratch: Option<Mutex<Scratch>>,
+}
+
+/// The photometric kernels' planes: f32 on the device.
+enum Scratch {
+    Cuda(cudarc::driver::CudaSlice<f32>),
+    #[cfg(feature = "kernel-emu")]
+    Emu(Vec<f32>),
 }
 
 impl std::fmt::Debug for DeviceStage {
@@ -220,12 +236,6 @@ impl DeviceStage {
     /// but for the decoders of the workers' nvJPEG host phases, which are
     /// made as needed, at most one per sample in flight.
     pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
-        if cfg.views.iter().any(|v| v.photo.any()) {
-            // Until kernels/photo.cu lands (issue 19).
-            return Err(Error::Config(
-                "photometric ops run on the CPU backend only, for now".into(),
-            ));
-        }
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
@@ -274,7 +284,25 @@ impl DeviceStage {
         } else {
             0
         };
-        let layout = StagingLayout::new(cfg.staging_bytes, cfg.batch_size * draws, cfg.batch_size);
+        let descriptors: usize = cfg
+            .views
+            .iter()
+            .map(|v| {
+                let each = size_of::<GfTile>()
+                    + if v.photo.any() {
+                        size_of::<GfPhoto>()
+                    } else {
+                        0
+                    };
+                v.count * each
+            })
+            .sum();
+        debug_assert!(descriptors >= draws * size_of::<GfTile>());
+        let layout = StagingLayout::new(
+            cfg.staging_bytes,
+            cfg.batch_size * descriptors,
+            cfg.batch_size,
+        );
         let outs: Vec<(DType, usize)> = cfg
             .views
             .iter()
@@ -310,6 +338,7 @@ impl DeviceStage {
                 outs,
                 used: 0,
                 tiles: vec![Vec::new(); cfg.views.len()],
+                photo: vec![Vec::new(); cfg.views.len()],
                 arena_used: 0,
                 tentative: Vec::new(),
                 #[cfg(feature = "kernel-emu")]
@@ -322,7 +351,17 @@ impl DeviceStage {
                 .send(slot)
                 .map_err(|_| Error::Device("slot pool closed".into()))?;
         }
+        let scratch = match (photo::scratch_len(cfg), &engine) {
+            (None, _) => None,
+            (Some(n), Engine::Cuda(e)) => {
+                memory.device_bytes += 4 * n as u64;
+                Some(Scratch::Cuda(e.alloc_scratch(n)?))
+            }
+            #[cfg(feature = "kernel-emu")]
+            (Some(n), Engine::Emu) => Some(Scratch::Emu(vec![0.0; n])),
+        };
         Ok(DeviceStage {
+            scratch: scratch.map(Mutex::new),
             engine,
             jpeg: jpeg.map(Mutex::new),
             worker_decode,
@@ -476,14 +515,12 @@ impl DeviceStage {
                     Error::Device("sample has fewer draws than the views (worker bug)".into())
                 })?;
                 let dst = ((i * view.count + k) * len) as u64;
-                slot.tiles[v].push(GfTile::new(
-                    src,
-                    pitch,
-                    height,
-                    p,
-                    (view.width, view.height),
-                    dst,
-                ));
+                let tile = GfTile::new(src, pitch, height, p, (view.width, view.height), dst);
+                if p.photo.any() {
+                    slot.photo[v].push((tile, p.photo));
+                } else {
+                    slot.tiles[v].push(tile);
+                }
             }
         }
         Ok(())
@@ -571,13 +608,27 @@ impl DeviceStage {
         let which = kernel_index(cfg.dtype, cfg.layout);
         let fma = &cfg.fma;
         let tiles = std::mem::take(&mut slot.tiles);
-        let staged: usize = tiles.iter().map(Vec::len).sum();
+        let photo = std::mem::take(&mut slot.photo);
+        let staged: usize = tiles.iter().map(Vec::len).sum::<usize>() * size_of::<GfTile>()
+            + photo.iter().map(Vec::len).sum::<usize>()
+                * (size_of::<GfTile>() + size_of::<GfPhoto>());
         if staged > l.tiles {
             return Err(Error::Device(format!(
-                "{staged} tiles staged, room for {} (stage bug)",
+                "{staged} descriptor bytes staged, room for {} (stage bug)",
                 l.tiles
             )));
         }
+        let mut scratch = self
+            .scratch
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+        let scratch_at = scratch.as_deref().map(|s| match (s, &self.engine) {
+            (Scratch::Cuda(c), Engine::Cuda(e)) => (e.scratch_base(c), c.len()),
+            #[cfg(feature = "kernel-emu")]
+            (Scratch::Emu(v), _) => (v.as_ptr() as u64, v.len()),
+            #[cfg(feature = "kernel-emu")]
+            _ => unreachable!("scratch comes from its engine"),
+        });
         let host = self.host(slot)?;
         for (v, (view, ts)) in cfg.views.iter().zip(&tiles).enumerate() {
             for chunk in ts.chunks(MAX_TILES_PER_LAUNCH) {
@@ -585,6 +636,7 @@ impl DeviceStage {
                 host[tiles_at..tiles_at + bytes.len()].copy_from_slice(bytes);
                 launches.push(StageLaunch {
                     which,
+                    photo: false,
                     tiles_at,
                     params: GfLaunch {
                         out_w: view.width as u32,
@@ -594,10 +646,16 @@ impl DeviceStage {
                         scale: fma.scale,
                         shift: fma.shift,
                     },
-                    out: v,
+                    out: Some(v),
                 });
                 tiles_at += bytes.len();
             }
+        }
+        if photo.iter().any(|d| !d.is_empty()) {
+            let at = scratch_at
+                .ok_or_else(|| Error::Device("photometric draws without a scratch".into()))?;
+            let end = l.tiles_at + l.tiles;
+            self.pack_photo(cfg, &photo, at, host, &mut tiles_at, end, &mut launches)?;
         }
         let label_range = labels.map(|ls| {
             let b: &[u8] = bytemuck::cast_slice(ls);
@@ -606,6 +664,8 @@ impl DeviceStage {
         });
         slot.tiles = tiles;
         slot.tiles.iter_mut().for_each(Vec::clear);
+        slot.photo = photo;
+        slot.photo.iter_mut().for_each(Vec::clear);
         match (&self.engine, &mut slot.mem) {
             (Engine::Cuda(e), SlotMem::Cuda(c)) => {
                 let mut outs: Vec<&mut _> = slot
@@ -619,7 +679,11 @@ impl DeviceStage {
                     })
                     .collect::<Result<_>>()?;
                 let ranges = [0..slot.used, l.tiles_at..tiles_at];
-                e.flush(c, &ranges, &launches, &mut outs, label_range)?;
+                let scratch = match scratch.as_deref_mut() {
+                    Some(Scratch::Cuda(c)) => Some(c),
+                    _ => None,
+                };
+                e.flush(c, &ranges, &launches, &mut outs, scratch, label_range)?;
                 Ok(launches.len())
             }
             #[cfg(feature = "kernel-emu")]
@@ -635,11 +699,16 @@ impl DeviceStage {
                     })
                     .collect::<Result<_>>()?;
                 let sources = [host.as_slice(), slot.emu_arena.as_slice()];
+                let scratch = match scratch.as_deref_mut() {
+                    Some(Scratch::Emu(v)) => Some(bytemuck::cast_slice_mut(v.as_mut_slice())),
+                    _ => None,
+                };
                 crate::cuda::emu::run_launches(
                     host,
                     &sources,
                     &launches,
                     &mut outs,
+                    scratch,
                     cfg.dtype.size(),
                 )
                 .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;

@@ -1,4 +1,4 @@
-// Host emulation of kernels/augment.cu: the kernel source compiled as plain
+// Host emulation of kernels/augment.cu and kernels/photo.cu: the kernel source compiled as plain
 // C++ with CUDA's builtins replaced by host equivalents, and a driver that
 // runs every (block, thread) of a launch sequentially. Built by build.rs
 // with the `kernel-emu` feature; used by tests/kernel_emu.rs to compare the
@@ -58,6 +58,7 @@ static inline unsigned short gf_emu_f32_to_f16(float f) {
 }
 
 #include "augment.cu"
+#include "photo.cu"
 
 typedef void (*GfKernel)(const GfTile*, GfLaunch, void*);
 
@@ -94,6 +95,48 @@ extern "C" int gf_emu_augment(int which, const GfTile* tiles, GfLaunch p, void* 
             kernels[which](tiles, p, out);
         }
     }
+    return 0;
+}
+
+// gf_photo (kernels/photo.cu) with its barriers as sequence points: each
+// pass runs for threads 0..GF_PHOTO_THREADS in turn before the next, and
+// the lane sum is reduced in the kernel's order.
+template <typename E, bool NCHW>
+static void gf_emu_photo_draw(const GfPhoto& d, const GfLaunch& l, typename E::T* out) {
+    const unsigned int plane = l.out_w * l.out_h;
+    const int cpos = gf_contrast_at(d);
+    float mean = 0.0f;
+    if (cpos >= 0) {
+        float lanes[GF_PHOTO_THREADS];
+        for (unsigned int t = 0; t < GF_PHOTO_THREADS; ++t) lanes[t] = gf_photo_pre(d, plane, t, cpos);
+        for (unsigned int k = GF_PHOTO_THREADS / 2; k > 0; k >>= 1)
+            for (unsigned int t = 0; t < k; ++t) lanes[t] = lanes[t] + lanes[t + k];
+        mean = lanes[0] / (float)plane;
+    }
+    for (unsigned int t = 0; t < GF_PHOTO_THREADS; ++t) gf_photo_post<E, NCHW>(d, l, t, cpos, mean, out);
+    if (d.radius > 0) {
+        for (unsigned int t = 0; t < GF_PHOTO_THREADS; ++t) gf_blur_rows(d, l, t);
+        for (unsigned int t = 0; t < GF_PHOTO_THREADS; ++t) gf_blur_cols<E, NCHW>(d, l, t, out);
+    }
+}
+
+template <typename E, bool NCHW>
+static void gf_emu_photo_all(const GfPhoto* draws, GfLaunch l, void* out) {
+    for (unsigned int i = 0; i < l.n_tiles; ++i)
+        gf_emu_photo_draw<E, NCHW>(draws[i], l, (typename E::T*)out);
+}
+
+// Run photo kernel `which` (index into src/cuda/mod.rs PHOTO_KERNELS).
+extern "C" int gf_emu_photo(int which, const GfPhoto* draws, GfLaunch l, void* out) {
+    typedef void (*GfPhotoRun)(const GfPhoto*, GfLaunch, void*);
+    static const GfPhotoRun kernels[8] = {
+        gf_emu_photo_all<GfU8, true>,   gf_emu_photo_all<GfU8, false>,
+        gf_emu_photo_all<GfF16, true>,  gf_emu_photo_all<GfF16, false>,
+        gf_emu_photo_all<GfBF16, true>, gf_emu_photo_all<GfBF16, false>,
+        gf_emu_photo_all<GfF32, true>,  gf_emu_photo_all<GfF32, false>,
+    };
+    if (which < 0 || which >= 8) return -1;
+    kernels[which](draws, l, out);
     return 0;
 }
 
