@@ -21,6 +21,7 @@ common::tests!(
     pack_writes_shards_that_bench_reads,
     pack_reencodes_to_a_max_side_and_repacks_shards,
     preview_writes_a_labelled_contact_sheet,
+    preview_shows_every_view_of_a_recipe,
     kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
     bench_sweeps_settings_and_writes_json_and_csv,
@@ -153,6 +154,33 @@ fn preview_writes_a_labelled_contact_sheet() {
     // 3x3 tiles of 64 px + 4 px padding, 20 px of text under each.
     assert_eq!(info.info().width, 3 * 68 + 4);
     assert_eq!(info.info().height, 3 * (64 + 20 + 4) + 4);
+}
+
+/// `--recipe dino`: one sample per row, its 2 global views (224 px) and
+/// 8 local ones (96 px) side by side.
+fn preview_shows_every_view_of_a_recipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dino.png");
+    let sample = common::sample_dir();
+    let (code, stdout, err) = gpufeed(&[
+        "preview",
+        sample.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--batch",
+        "2",
+        "--recipe",
+        "dino",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("10 views per sample"), "{stdout}");
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
+    let info = dec.read_info().unwrap();
+    assert_eq!(info.info().width, 4 + 2 * (224 + 4) + 8 * (96 + 4));
+    assert_eq!(info.info().height, 2 * (224 + 20 + 4) + 4);
+    let (code, _, err) = gpufeed(&["preview", "--recipe", "mocov9", "-o", "x.png"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("dino"), "the known names are listed: {err}");
 }
 
 /// The device benchmarks run on a GPU and say so, with exit code 2,

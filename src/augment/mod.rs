@@ -8,9 +8,11 @@ pub(crate) mod cpu;
 pub(crate) mod params;
 pub(crate) mod photo;
 pub(crate) mod photo_cpu;
+mod recipe;
 
 pub use params::Transform;
 pub use photo::{ColorJitter, EraseValue, GaussianBlur, Photometric, RandomErasing, Solarize};
+pub use recipe::Recipe;
 
 /// `img` resized to `width × height` (both at least 1) with the pipeline's
 /// filter: triangle (bilinear) taps widened by the shrink factor when

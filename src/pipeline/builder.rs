@@ -321,6 +321,13 @@ impl PipelineBuilder {
         self
     }
 
+    /// A known recipe ([`crate::augment::Recipe`]: ImageNet train/eval,
+    /// SimCLR, BYOL, DINO): sets [`views`](Self::views) and
+    /// [`normalize`](Self::normalize) from it. Later calls override either.
+    pub fn recipe(self, recipe: crate::augment::Recipe) -> Self {
+        self.views(recipe.views).normalize(recipe.normalize)
+    }
+
     /// Antialias when shrinking: a triangle filter over the source
     /// footprint, like torchvision v2's `antialias=True` (the default of
     /// `RandomResizedCrop` and `Resize` since torchvision 0.17), PIL and

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use gpufeed::{DType, Device, Layout, Pipeline, Transform, augment::Normalize};
+use gpufeed::{
+    DType, Device, Layout, Pipeline, Tensor, Transform,
+    augment::{Normalize, Recipe},
+};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -32,8 +35,12 @@ pub(crate) struct Args {
     size: usize,
     /// Show the evaluation transform (resize to size*8/7, centre crop)
     /// instead of the training one.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "recipe")]
     eval: bool,
+    /// Show every view of a recipe, one sample per row: imagenet,
+    /// imagenet-eval, simclr, byol or dino (photometric ops included).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(Recipe::NAMES))]
+    recipe: Option<String>,
 }
 
 const LABEL_ROWS: usize = 2;
@@ -51,7 +58,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         Transform::RANDOM_RESIZED_CROP
     };
     // The training path exactly (f32, NCHW, normalized), de-normalized here.
-    let mut pipeline = Pipeline::builder()
+    let builder = Pipeline::builder()
         .source(source)
         .batch_size(args.batch)
         .seed(args.seed)
@@ -60,8 +67,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .dtype(DType::F32)
         .layout(Layout::Nchw)
         .normalize(Some(Normalize::IMAGENET))
-        .device(Device::Cpu)
-        .build()?;
+        .device(Device::Cpu);
+    let recipe = args.recipe.as_deref().and_then(Recipe::by_name);
+    let mut pipeline = match recipe.clone() {
+        Some(r) => builder.recipe(r),
+        None => builder,
+    }
+    .build()?;
     let batch = pipeline
         .epoch(args.epoch)
         .next()
@@ -69,37 +81,80 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     for e in batch.skipped() {
         eprintln!("skipped: {e}");
     }
-    let t = batch.images();
     let n = batch.len();
-    let s = args.size;
-    let cols = (n as f64).sqrt().ceil() as usize;
-    let rows = n.div_ceil(cols);
-    let (tile_w, tile_h) = (s + PAD, s + LABEL_ROWS * LINE + PAD);
-    let (w, h) = (cols * tile_w + PAD, rows * tile_h + PAD);
+    let norm = recipe
+        .as_ref()
+        .map_or(Some(Normalize::IMAGENET), |r| r.normalize);
+    // Every draw of a sample: (view tensor, its row). A recipe shows one
+    // sample per sheet row; a single view, a square grid.
+    let draws = |i: usize| -> Vec<(&Tensor, usize)> {
+        batch
+            .views()
+            .iter()
+            .flat_map(|t| {
+                let per = t.shape()[0] / n.max(1);
+                (0..per).map(move |k| (t, i * per + k))
+            })
+            .collect()
+    };
+    let per_sample = draws(0).len();
+    let (cols, rows) = if recipe.is_some() {
+        (per_sample, n)
+    } else {
+        let cols = (n as f64).sqrt().ceil() as usize;
+        (cols, n.div_ceil(cols))
+    };
+    let side = |t: &Tensor| (t.shape()[3], t.shape()[2]);
+    let tile = batch
+        .views()
+        .iter()
+        .map(side)
+        .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    let (tile_w, tile_h) = (tile.0 + PAD, tile.1 + LABEL_ROWS * LINE + PAD);
+    // Where each cell of a row starts: a recipe's draws at their own
+    // widths side by side, a grid's at the widest.
+    let col_x: Vec<usize> = (0..=cols)
+        .scan(PAD, |x, k| {
+            let at = *x;
+            *x += match (&recipe, draws(0).get(k)) {
+                (Some(_), Some((t, _))) => side(t).0 + PAD,
+                _ => tile_w,
+            };
+            Some(at)
+        })
+        .collect();
+    let (w, h) = (col_x[cols], rows * tile_h + PAD);
     let mut sheet = vec![32u8; w * h * 3];
-    let norm = Normalize::IMAGENET;
     for i in 0..n {
-        let (x0, y0) = (PAD + (i % cols) * tile_w, PAD + (i / cols) * tile_h);
-        for y in 0..s {
-            for x in 0..s {
-                let at = ((y0 + y) * w + x0 + x) * 3;
-                for c in 0..3 {
-                    let v = (t.get(i, c, y, x) * norm.std[c] + norm.mean[c]) * 255.0;
-                    sheet[at + c] = v.round().clamp(0.0, 255.0) as u8;
+        for (k, (t, row)) in draws(i).into_iter().enumerate() {
+            let cell = if recipe.is_some() { i * cols + k } else { i };
+            let (x0, y0) = (col_x[cell % cols], PAD + (cell / cols) * tile_h);
+            let (tw, th) = side(t);
+            for y in 0..th {
+                for x in 0..tw {
+                    let at = ((y0 + y) * w + x0 + x) * 3;
+                    for c in 0..3 {
+                        let v = t.get(row, c, y, x);
+                        let v = norm.map_or(v, |m| (v * m.std[c] + m.mean[c]) * 255.0);
+                        sheet[at + c] = v.round().clamp(0.0, 255.0) as u8;
+                    }
                 }
             }
-        }
-        let label = batch.labels()[i];
-        let class = classes
-            .get(label as usize)
-            .map_or(String::new(), |c| format!(" {c}"));
-        let name = batch.keys()[i]
-            .file_name()
-            .map_or(String::new(), |f| f.to_string_lossy().into());
-        let fit = s / 8;
-        for (row, text) in [format!("{label}{class}"), name].iter().enumerate() {
-            let text: String = text.chars().take(fit).collect();
-            draw_text(&mut sheet, w, x0, y0 + s + 1 + row * LINE, &text);
+            if k > 0 && recipe.is_some() {
+                continue;
+            }
+            let label = batch.labels()[i];
+            let class = classes
+                .get(label as usize)
+                .map_or(String::new(), |c| format!(" {c}"));
+            let name = batch.keys()[i]
+                .file_name()
+                .map_or(String::new(), |f| f.to_string_lossy().into());
+            let fit = tw / 8;
+            for (line, text) in [format!("{label}{class}"), name].iter().enumerate() {
+                let text: String = text.chars().take(fit).collect();
+                draw_text(&mut sheet, w, x0, y0 + tile.1 + 1 + line * LINE, &text);
+            }
         }
     }
     let file = std::fs::File::create(&args.output)
@@ -113,10 +168,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.output.display(),
         args.epoch,
         args.seed,
-        if args.eval {
-            "eval transform"
-        } else {
-            "training transform"
+        match (&args.recipe, args.eval) {
+            (Some(r), _) => format!("recipe {r}, {per_sample} views per sample"),
+            (None, true) => "eval transform".into(),
+            (None, false) => "training transform".into(),
         }
     );
     Ok(())
