@@ -131,53 +131,41 @@ fn scan_tricky_corpus_exits_1() -> Outcome {
     Ok(())
 }
 
-fn preview_writes_a_labelled_contact_sheet() {
+/// Run `preview` on the sample set with `args`; its stdout and the
+/// sheet's width and height.
+fn preview_sheet(args: &[&str]) -> (String, u32, u32) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("grid.png");
+    let out = dir.path().join("sheet.png");
     let sample = common::sample_dir();
-    let (code, stdout, err) = gpufeed(&[
+    let mut all = vec![
         "preview",
         sample.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
-        "--batch",
-        "9",
-        "--size",
-        "64",
-        "--seed",
-        "4",
-    ]);
+    ];
+    all.extend(args);
+    let (code, stdout, err) = gpufeed(&all);
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.contains("9 images"), "{stdout}");
     let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
     let info = dec.read_info().unwrap();
+    (stdout, info.info().width, info.info().height)
+}
+
+fn preview_writes_a_labelled_contact_sheet() {
+    let (stdout, w, h) = preview_sheet(&["--batch", "9", "--size", "64", "--seed", "4"]);
+    assert!(stdout.contains("9 images"), "{stdout}");
     // 3x3 tiles of 64 px + 4 px padding, 20 px of text under each.
-    assert_eq!(info.info().width, 3 * 68 + 4);
-    assert_eq!(info.info().height, 3 * (64 + 20 + 4) + 4);
+    assert_eq!(w, 3 * 68 + 4);
+    assert_eq!(h, 3 * (64 + 20 + 4) + 4);
 }
 
 /// `--recipe dino`: one sample per row, its 2 global views (224 px) and
 /// 8 local ones (96 px) side by side.
 fn preview_shows_every_view_of_a_recipe() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("dino.png");
-    let sample = common::sample_dir();
-    let (code, stdout, err) = gpufeed(&[
-        "preview",
-        sample.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--batch",
-        "2",
-        "--recipe",
-        "dino",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (stdout, w, h) = preview_sheet(&["--batch", "2", "--recipe", "dino"]);
     assert!(stdout.contains("10 views per sample"), "{stdout}");
-    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
-    let info = dec.read_info().unwrap();
-    assert_eq!(info.info().width, 4 + 2 * (224 + 4) + 8 * (96 + 4));
-    assert_eq!(info.info().height, 2 * (224 + 20 + 4) + 4);
+    assert_eq!(w, 4 + 2 * (224 + 4) + 8 * (96 + 4));
+    assert_eq!(h, 2 * (224 + 20 + 4) + 4);
     let (code, _, err) = gpufeed(&["preview", "--recipe", "mocov9", "-o", "x.png"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("dino"), "the known names are listed: {err}");
