@@ -33,3 +33,22 @@ __device__ __forceinline__ unsigned short gf_cast(GfBF16, float v) {
 }
 
 __device__ __forceinline__ float gf_cast(GfF32, float v) { return v; }
+
+// The other way: every element type widens to f32 exactly.
+__device__ __forceinline__ float gf_load(GfU8, unsigned char v) { return (float)v; }
+
+__device__ __forceinline__ float gf_load(GfF16, unsigned short h) {
+#ifdef GF_HOST_EMU
+    return gf_emu_f16_to_f32(h);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#endif
+}
+
+__device__ __forceinline__ float gf_load(GfBF16, unsigned short h) {
+    return __uint_as_float((unsigned int)h << 16);
+}
+
+__device__ __forceinline__ float gf_load(GfF32, float v) { return v; }

@@ -38,6 +38,9 @@ common::tests!(
     emu_photometric_ops,
     gpu_photometric_ops,
     #[cfg(feature = "kernel-emu")]
+    emu_mixup_and_cutmix,
+    gpu_mixup_and_cutmix,
+    #[cfg(feature = "kernel-emu")]
     emu_corrupt_files_are_skipped_alike,
     gpu_corrupt_files_are_skipped_alike,
     #[cfg(feature = "kernel-emu")]
@@ -143,6 +146,7 @@ fn same_as_cpu(
             let what = format!("epoch {epoch} batch {b}");
             assert_eq!(g.keys(), w.keys(), "{what}: keys");
             assert_eq!(g.labels(), w.labels(), "{what}: labels");
+            assert_eq!(g.soft_labels(), w.soft_labels(), "{what}: soft labels");
             let names = |e: &[gpufeed::Error]| e.iter().map(|e| e.to_string()).collect::<Vec<_>>();
             assert_eq!(names(g.skipped()), names(w.skipped()), "{what}: skipped");
             assert_eq!(g.views().len(), w.views().len());
@@ -268,6 +272,30 @@ fn photometric_ops(t: Target) {
     // Per batch: 5 fused launches at most (both views, and staging
     // flushes), then rounds of two per view.
     assert!(s.launches > 8 * s.batches, "{s:?}");
+}
+
+/// Mixup and cutmix over the finished batch (issue 19): the kernel against
+/// the CPU backend, with the last partial batch odd-sized (26 samples in
+/// batches of 5: its middle sample mixes with itself), in two dtypes and
+/// layouts, and with the host-augmented route's uploads mixed too.
+fn mixup_and_cutmix(t: Target) {
+    let m = gpufeed::augment::Mixup::deit(4);
+    let s = same_as_cpu(t, sample(), |b| {
+        b.mixup(m)
+            .dtype(DType::BF16)
+            .normalize(Some(Normalize::IMAGENET))
+    });
+    assert_eq!(s.host_augmented, 0);
+    same_as_cpu(t, sample(), |b| {
+        b.mixup(gpufeed::augment::Mixup {
+            switch_prob: 0.8,
+            ..m
+        })
+        .dtype(DType::U8)
+        .layout(Layout::Nhwc)
+        .normalize(None)
+        .staging_bytes(200_000)
+    });
 }
 
 /// A staging buffer that holds only a few crops: batches are launched in
@@ -398,6 +426,7 @@ device_test!(
 device_test!(multi_view, emu_multi_view, gpu_multi_view);
 device_test!(small_staging, emu_small_staging, gpu_small_staging);
 device_test!(photometric_ops, emu_photometric_ops, gpu_photometric_ops);
+device_test!(mixup_and_cutmix, emu_mixup_and_cutmix, gpu_mixup_and_cutmix);
 device_test!(
     corrupt_files_are_skipped_alike,
     emu_corrupt_files_are_skipped_alike,

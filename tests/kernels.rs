@@ -6,7 +6,7 @@
 mod common;
 
 use common::Outcome;
-use gpufeed::cuda::{AUGMENT_KERNELS, PHOTO_KERNELS, kernel_sources, nvrtc};
+use gpufeed::cuda::{AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, kernel_sources, nvrtc};
 
 common::tests!(
     kernels_compile_for_sm80_and_sm90_without_spills,
@@ -42,10 +42,10 @@ fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
                 println!("{name} {arch}: NVRTC gave no ptxas report; spills unchecked here");
                 continue;
             }
-            let entries = if name == "photo.cu" {
-                PHOTO_KERNELS
-            } else {
-                AUGMENT_KERNELS
+            let entries = match name {
+                "photo.cu" => PHOTO_KERNELS,
+                "mix.cu" => MIX_KERNELS,
+                _ => AUGMENT_KERNELS,
             };
             for k in entries {
                 assert!(

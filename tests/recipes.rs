@@ -108,3 +108,64 @@ fn bad_settings_are_refused_naming_the_op() {
     let err = builder(r).build().unwrap_err().to_string();
     assert!(err.contains("solarize"), "{err}");
 }
+
+#[test]
+fn mixup_gives_soft_labels_and_repeats() {
+    use gpufeed::augment::Mixup;
+    let m = Mixup::deit(4);
+    let build = |workers| {
+        builder(Recipe::imagenet_train(32))
+            .mixup(m)
+            .workers(workers)
+            .build()
+            .unwrap()
+    };
+    let (mut one, mut four) = (build(1), build(4));
+    let soft = |p: &mut Pipeline, position| -> Vec<(Vec<f32>, Vec<u8>)> {
+        p.epoch_from(1, position)
+            .map(|b| {
+                let b = b.unwrap();
+                let s = b.soft_labels().expect("mixup gives soft labels").to_vec();
+                assert_eq!(s.len(), b.len() * 4);
+                for (row, &label) in s.chunks(4).zip(b.labels()) {
+                    // Rows sum to 1; the sample's own class holds at least
+                    // the smoothing floor 0.025, most of the mass when λ is
+                    // large.
+                    assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+                    assert!(row[label as usize] >= 0.025);
+                }
+                (s, b.images().as_bytes().unwrap().to_vec())
+            })
+            .collect()
+    };
+    let a = soft(&mut one, 0);
+    assert!(
+        a == soft(&mut four, 0),
+        "mixup differs between thread counts"
+    );
+    assert!(soft(&mut four, 8) == a[2..], "mixup differs on resume");
+    // Without mixup: hard labels only, and other pixels.
+    let mut plain = builder(Recipe::imagenet_train(32)).build().unwrap();
+    let b = plain.epoch(1).next().unwrap().unwrap();
+    assert!(b.soft_labels().is_none());
+    assert!(b.images().as_bytes().unwrap() != a[0].1.as_slice());
+}
+
+#[test]
+fn mixup_settings_are_checked() {
+    use gpufeed::augment::Mixup;
+    let err = |r: Recipe, m: Mixup| builder(r).mixup(m).build().unwrap_err().to_string();
+    let e = err(Recipe::dino(32, 16, 2), Mixup::deit(4));
+    assert!(e.contains("single view"), "{e}");
+    let e = err(Recipe::imagenet_train(32), Mixup::deit(3));
+    assert!(e.contains("4 classes"), "{e}");
+    let e = err(
+        Recipe::imagenet_train(32),
+        Mixup {
+            mixup_alpha: 0.0,
+            cutmix_alpha: 0.0,
+            ..Mixup::deit(4)
+        },
+    );
+    assert!(e.contains("alphas"), "{e}");
+}

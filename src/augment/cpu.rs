@@ -48,11 +48,16 @@ use crate::decode::Image;
 /// An element type the output tensor can hold.
 pub(crate) trait Element: Copy + bytemuck::Pod + Send + 'static {
     fn from_f32(v: f32) -> Self;
+    /// Exact: every element type widens to f32 without rounding.
+    fn to_f32(self) -> f32;
 }
 
 impl Element for u8 {
     fn from_f32(v: f32) -> u8 {
         v.clamp(0.0, 255.0).round() as u8
+    }
+    fn to_f32(self) -> f32 {
+        f32::from(self)
     }
 }
 
@@ -60,17 +65,26 @@ impl Element for f16 {
     fn from_f32(v: f32) -> f16 {
         f16::from_f32(v)
     }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
 }
 
 impl Element for bf16 {
     fn from_f32(v: f32) -> bf16 {
         bf16::from_f32(v)
     }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
 }
 
 impl Element for f32 {
     fn from_f32(v: f32) -> f32 {
         v
+    }
+    fn to_f32(self) -> f32 {
+        self
     }
 }
 

@@ -5,11 +5,13 @@
 //! specification the CUDA kernels reproduce.
 
 pub(crate) mod cpu;
+pub(crate) mod mix;
 pub(crate) mod params;
 pub(crate) mod photo;
 pub(crate) mod photo_cpu;
 mod recipe;
 
+pub use mix::Mixup;
 pub use params::Transform;
 pub use photo::{ColorJitter, EraseValue, GaussianBlur, Photometric, RandomErasing, Solarize};
 pub use recipe::Recipe;

@@ -128,6 +128,44 @@ impl GfPhoto {
     }
 }
 
+/// `GfMix`: the launch constants of the mixup / cutmix kernels.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GfMix {
+    pub(crate) n: u32,
+    pub(crate) out_w: u32,
+    pub(crate) out_h: u32,
+    pub(crate) cut: u32,
+    pub(crate) lam: f32,
+    pub(crate) rest: f32,
+    pub(crate) box_: [u32; 4],
+}
+
+const _: () = assert!(size_of::<GfMix>() == 40);
+
+impl GfMix {
+    /// Mix `n` images of `width × height` as `p` says.
+    pub(crate) fn new(
+        p: &crate::augment::mix::MixParams,
+        n: usize,
+        (width, height): (usize, usize),
+    ) -> GfMix {
+        let (cut, box_) = match p.cut {
+            Some((x0, y0, x1, y1)) => (1, [x0, y0, x1, y1]),
+            None => (0, [0; 4]),
+        };
+        GfMix {
+            n: n as u32,
+            out_w: width as u32,
+            out_h: height as u32,
+            cut,
+            lam: p.lam,
+            rest: p.rest,
+            box_,
+        }
+    }
+}
+
 const _: () = assert!(size_of::<GfAxis>() == 24);
 const _: () = assert!(size_of::<GfTile>() == 72);
 const _: () = assert!(offset_of!(GfTile, x) == 24);
@@ -203,6 +241,8 @@ mod tests {
         assert_eq!(number_after(h, "x at"), offset_of!(GfTile, x));
         assert_eq!(number_after(h, "y at"), offset_of!(GfTile, y));
         assert_eq!(number_after(h, "scale at"), offset_of!(GfLaunch, scale));
+        let m = include_str!("../../kernels/mix.cuh");
+        assert_eq!(number_after(m, "sizeof(GfMix) =="), size_of::<GfMix>());
         let h = include_str!("../../kernels/photo.cuh");
         assert_eq!(number_after(h, "sizeof(GfPhoto) =="), size_of::<GfPhoto>());
         assert_eq!(number_after(h, "factor at"), offset_of!(GfPhoto, factor));

@@ -4,7 +4,8 @@
 //! whole CUDA pipeline stage (staging, tiles, offsets, flushes) run in CI
 //! without a GPU.
 
-use super::desc::{GfLaunch, GfPhoto, GfTile};
+use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
+use super::stage::LaunchKind;
 use super::stage::StageLaunch;
 
 unsafe extern "C" {
@@ -14,6 +15,7 @@ unsafe extern "C" {
         p: GfLaunch,
         out: *mut std::ffi::c_void,
     ) -> i32;
+    fn gf_emu_mix(which: i32, m: GfMix, out: *mut std::ffi::c_void) -> i32;
     fn gf_emu_photo(
         which: i32,
         draws: *const GfPhoto,
@@ -77,7 +79,21 @@ pub(crate) fn run_launches(
             Some(v) => (outs.get_mut(v).ok_or("no such output")?, elem),
             None => (scratch.as_deref_mut().ok_or("no scratch")?, 4),
         };
-        if l.photo {
+        if let LaunchKind::Mix(m) = l.kind {
+            if u64::from(m.n) * 3 * u64::from(m.out_w) * u64::from(m.out_h) * elem as u64
+                > out.len() as u64
+            {
+                return Err("mixed images outside the buffer".into());
+            }
+            // SAFETY: the n images lie inside `out` (checked above) and
+            // `which` matches its element size by construction.
+            let rc = unsafe { gf_emu_mix(l.which as i32, m, out.as_mut_ptr().cast()) };
+            if rc != 0 {
+                return Err(format!("gf_emu_mix rejected kernel {}", l.which));
+            }
+            continue;
+        }
+        if l.kind == LaunchKind::Photo {
             let draws: Vec<GfPhoto> = read_descriptors(staging, l.tiles_at, n)?;
             let (lo, hi) = scratch_range.ok_or("photometric launch without a scratch")?;
             for d in &draws {

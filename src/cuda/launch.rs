@@ -12,7 +12,8 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::desc::{GfLaunch, GfTile};
-use super::{AUGMENT_KERNELS, PHOTO_KERNELS, devices, kernel_sources, nvrtc};
+use super::stage::LaunchKind;
+use super::{AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, devices, kernel_sources, nvrtc};
 use crate::error::{Error, Result};
 
 // SAFETY: GfTile and GfLaunch are #[repr(C)] plain data (integers and
@@ -23,6 +24,8 @@ use crate::error::{Error, Result};
 unsafe impl DeviceRepr for GfTile {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for GfLaunch {}
+// SAFETY: as above (GfMix: integers and floats, layout asserted in desc.rs).
+unsafe impl DeviceRepr for super::desc::GfMix {}
 
 /// Threads per block: one thread per output pixel.
 const BLOCK: u32 = 256;
@@ -38,6 +41,7 @@ pub(crate) struct AugmentKernels {
     pub(crate) stream: Arc<CudaStream>,
     funcs: Vec<CudaFunction>,
     photo: Vec<CudaFunction>,
+    mix: Vec<CudaFunction>,
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
 }
@@ -70,12 +74,14 @@ impl AugmentKernels {
         };
         let funcs = load(&AUGMENT_KERNELS)?;
         let photo = load(&PHOTO_KERNELS)?;
+        let mix = load(&MIX_KERNELS)?;
         let stream = ctx.new_stream().map_err(|e| drv("stream", e))?;
         Ok(AugmentKernels {
             ctx,
             stream,
             funcs,
             photo,
+            mix,
             arch,
         })
     }
@@ -138,28 +144,50 @@ impl AugmentKernels {
             .map_err(|e| Error::Device(format!("launch {}: {e:?}", AUGMENT_KERNELS[which])))
     }
 
-    /// [`launch_at`](Self::launch_at), or its photometric twin when
-    /// `photo`: kernel `which` of `PHOTO_KERNELS` over `launch.n_tiles`
-    /// `GfPhoto` descriptors at `tiles`, one block of `GF_PHOTO_THREADS` per
-    /// draw.
+    /// [`launch_at`](Self::launch_at) for [`LaunchKind::Augment`]; for
+    /// [`LaunchKind::Photo`] kernel `which` of `PHOTO_KERNELS` over
+    /// `launch.n_tiles` `GfPhoto` descriptors at `tiles`, one block of
+    /// `GF_PHOTO_THREADS` per draw; for [`LaunchKind::Mix`] kernel `which`
+    /// of `MIX_KERNELS` over the mix's `n` images of `out` (`tiles` and
+    /// `launch` unused).
     ///
     /// # Safety
     ///
-    /// As for `launch_at`; for `photo`, every descriptor's `src` and `tmp`
+    /// As for `launch_at`; for `Photo`, every descriptor's `src` and `tmp`
     /// must address `3 * out_w * out_h` f32 of device memory each (written
     /// by earlier work on this stream), not shared with another draw of
-    /// the launch.
+    /// the launch; for `Mix`, `out` must hold `n` images of the mix's size.
     pub(crate) unsafe fn launch_any<T: DeviceRepr>(
         &self,
-        photo: bool,
+        kind: LaunchKind,
         which: usize,
         tiles: u64,
         launch: GfLaunch,
         out: &mut CudaSlice<T>,
     ) -> Result<()> {
-        if !photo {
+        match kind {
             // SAFETY: the caller's contract.
-            return unsafe { self.launch_at(which, tiles, launch, out) };
+            LaunchKind::Augment => return unsafe { self.launch_at(which, tiles, launch, out) },
+            LaunchKind::Mix(m) => {
+                let elems = 3 * m.out_w * m.out_h;
+                let cfg = LaunchConfig {
+                    grid_dim: (elems.div_ceil(BLOCK), m.n.div_ceil(2), 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                if m.n == 0 {
+                    return Ok(());
+                }
+                let mut b = self.stream.launch_builder(&self.mix[which]);
+                b.arg(&m);
+                b.arg(out);
+                // SAFETY: the kernel signature is (GfMix, T*); it touches
+                // the n images of `out` (the caller's contract).
+                return unsafe { b.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| Error::Device(format!("launch {}: {e:?}", MIX_KERNELS[which])));
+            }
+            LaunchKind::Photo => {}
         }
         if launch.n_tiles == 0 {
             return Ok(());

@@ -123,6 +123,7 @@ pub fn kernel_sources() -> Vec<(&'static str, String)> {
     vec![
         ("augment.cu", inline_headers(AUGMENT_CU)),
         ("photo.cu", inline_headers(PHOTO_CU)),
+        ("mix.cu", inline_headers(MIX_CU)),
     ]
 }
 
@@ -150,12 +151,26 @@ pub const PHOTO_KERNELS: [&str; 8] = [
     "gf_photo_f32_nhwc",
 ];
 
+/// Kernel entry points of `mix.cu`, indexed as [`AUGMENT_KERNELS`].
+pub const MIX_KERNELS: [&str; 8] = [
+    "gf_mix_u8_nchw",
+    "gf_mix_u8_nhwc",
+    "gf_mix_f16_nchw",
+    "gf_mix_f16_nhwc",
+    "gf_mix_bf16_nchw",
+    "gf_mix_bf16_nhwc",
+    "gf_mix_f32_nchw",
+    "gf_mix_f32_nhwc",
+];
+
 const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
+const MIX_CU: &str = include_str!("../../kernels/mix.cu");
 const PHOTO_CU: &str = include_str!("../../kernels/photo.cu");
-const HEADERS: [(&str, &str); 3] = [
+const HEADERS: [(&str, &str); 4] = [
     ("augment.cuh", include_str!("../../kernels/augment.cuh")),
     ("cast.cuh", include_str!("../../kernels/cast.cuh")),
     ("photo.cuh", include_str!("../../kernels/photo.cuh")),
+    ("mix.cuh", include_str!("../../kernels/mix.cuh")),
 ];
 
 /// NVRTC is given one self-contained source: each header is pasted where

@@ -216,17 +216,29 @@ impl Drop for CudaSlot {
     }
 }
 
-/// One kernel launch of a flush: `which` indexes `AUGMENT_KERNELS` (or
-/// `PHOTO_KERNELS` when `photo`), the descriptors (`GfTile`s, or `GfPhoto`s)
-/// start `tiles_at` bytes into the staging buffer, and the output is view
-/// `out`, or the photometric scratch planes when `None` (issue 19).
+/// One kernel launch of a flush: `which` indexes the kind's kernel list
+/// (`AUGMENT_KERNELS`, `PHOTO_KERNELS`, `MIX_KERNELS`), the descriptors
+/// (`GfTile`s or `GfPhoto`s; none for a mix) start `tiles_at` bytes into
+/// the staging buffer, and the output is view `out`, or the photometric
+/// scratch planes when `None` (issue 19).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StageLaunch {
+    pub(crate) kind: LaunchKind,
     pub(crate) which: usize,
-    pub(crate) photo: bool,
     pub(crate) tiles_at: usize,
     pub(crate) params: GfLaunch,
     pub(crate) out: Option<usize>,
+}
+
+/// The kernel family of a [`StageLaunch`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum LaunchKind {
+    /// Crop, resize, flip, normalize, cast: `kernels/augment.cu`.
+    Augment,
+    /// Photometric ops from the scratch: `kernels/photo.cu`.
+    Photo,
+    /// Mixup / cutmix over the finished output: `kernels/mix.cu`.
+    Mix(super::desc::GfMix),
 }
 
 /// The CUDA device of a pipeline: its kernels and stream.
@@ -380,12 +392,14 @@ impl CudaEngine {
             // (or the arena, or the scratch) at pixels written before it on
             // this stream and writes inside `outs[v]`, whose element type
             // matches kernel `which` (chosen from the output's dtype).
+            // For a mix: the output's batch holds `n` images, all written by
+            // the launches before it on this stream.
             unsafe {
                 match &mut *outs[v] {
-                    OutBuf::U8(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
-                    OutBuf::F16(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
-                    OutBuf::BF16(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
-                    OutBuf::F32(o) => self.k.launch_any(l.photo, l.which, tiles, l.params, o),
+                    OutBuf::U8(o) => self.k.launch_any(l.kind, l.which, tiles, l.params, o),
+                    OutBuf::F16(o) => self.k.launch_any(l.kind, l.which, tiles, l.params, o),
+                    OutBuf::BF16(o) => self.k.launch_any(l.kind, l.which, tiles, l.params, o),
+                    OutBuf::F32(o) => self.k.launch_any(l.kind, l.which, tiles, l.params, o),
                 }
             }?;
         }

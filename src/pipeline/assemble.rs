@@ -371,10 +371,25 @@ impl<'a> Assembly<'a> {
             }
             return Ok(None);
         }
+        // A carried sample was assembled but belongs to the next batch.
+        let resume_position = self.assembled - usize::from(self.carry.is_some());
+        let mix = cfg.mixup.as_ref().map(|m| {
+            let v = &cfg.views[0];
+            let size = (v.width as u32, v.height as u32);
+            let p = crate::augment::mix::mix_params(
+                m,
+                cfg.seed,
+                self.epoch,
+                resume_position as u64,
+                size,
+            );
+            (p, crate::augment::mix::soft_labels(&part.labels, m, &p))
+        });
         let (views, slot) = match (part.slot.take(), &self.p.stage) {
             (Some(mut slot), Some(stage)) => {
                 let t0 = std::time::Instant::now();
-                let finished = stage.finish(cfg, &mut slot, &part.labels);
+                let finished =
+                    stage.finish(cfg, &mut slot, &part.labels, mix.as_ref().map(|m| &m.0));
                 if let Some(t) = &self.p.shared.trace {
                     t.span("device: copies and launches", t0, Arg::None);
                 }
@@ -398,6 +413,9 @@ impl<'a> Assembly<'a> {
                     .map(|(mut data, v)| {
                         let rows = n * v.count;
                         data.set_len(rows * v.sample_len());
+                        if let Some((p, _)) = &mix {
+                            mix_host(p, &mut data, rows, (v.width, v.height), cfg.layout);
+                        }
                         let shape = match cfg.layout {
                             Layout::Nchw => [rows, 3, v.height, v.width],
                             Layout::Nhwc => [rows, v.height, v.width, 3],
@@ -417,9 +435,9 @@ impl<'a> Assembly<'a> {
             keys: part.keys,
             indices: part.indices,
             epoch: self.epoch,
-            // A carried sample was assembled but belongs to the next batch.
-            resume_position: self.assembled - usize::from(self.carry.is_some()),
+            resume_position,
             skipped: part.skipped,
+            soft_labels: mix.map(|m| m.1),
             recycle: Some(self.p.batches.0.clone()),
             slot,
             held: None,
@@ -507,5 +525,23 @@ impl Drop for Assembly<'_> {
                 Err(_) => break,
             }
         }
+    }
+}
+
+/// Mixup on the CPU backend's batch (the reference `kernels/mix.cu`
+/// follows).
+fn mix_host(
+    p: &crate::augment::mix::MixParams,
+    data: &mut TensorData,
+    n: usize,
+    size: (usize, usize),
+    layout: Layout,
+) {
+    use crate::augment::mix::mix_images;
+    match data {
+        TensorData::U8(v) => mix_images(p, v, n, size, layout),
+        TensorData::F16(v) => mix_images(p, v, n, size, layout),
+        TensorData::BF16(v) => mix_images(p, v, n, size, layout),
+        TensorData::F32(v) => mix_images(p, v, n, size, layout),
     }
 }

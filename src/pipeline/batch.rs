@@ -317,6 +317,8 @@ pub struct Batch {
     pub(crate) epoch: u64,
     pub(crate) resume_position: usize,
     pub(crate) skipped: Vec<Error>,
+    /// Mixup's soft labels, `[len, classes]` row-major.
+    pub(crate) soft_labels: Option<Vec<f32>>,
     pub(crate) recycle: Option<Sender<Vec<TensorData>>>,
     /// The device slot holding this batch (device stage), and where it goes
     /// back on drop.
@@ -341,6 +343,13 @@ impl Batch {
     /// Class labels, one per image.
     pub fn labels(&self) -> &[u32] {
         &self.labels
+    }
+
+    /// With [`PipelineBuilder::mixup`](crate::PipelineBuilder::mixup): the
+    /// mixed labels, `[len, num_classes]` row-major f32 (timm's
+    /// `mixup_target`, label smoothing included); `None` otherwise.
+    pub fn soft_labels(&self) -> Option<&[f32]> {
+        self.soft_labels.as_deref()
     }
 
     /// The labels on the device (CUDA backend), uploaded with the images.

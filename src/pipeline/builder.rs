@@ -92,6 +92,8 @@ pub(crate) struct Config {
     /// readers of shards in object storage read whole chunks.
     #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
     pub(crate) stream_buffer: Option<usize>,
+    /// Mixup / CutMix per batch (issue 19).
+    pub(crate) mixup: Option<crate::augment::Mixup>,
 }
 
 impl Config {
@@ -138,6 +140,7 @@ pub struct PipelineBuilder {
     hardware_share: f32,
     trace: bool,
     stream_buffer: Option<usize>,
+    mixup: Option<crate::augment::Mixup>,
 }
 
 impl Default for PipelineBuilder {
@@ -175,6 +178,7 @@ impl Default for PipelineBuilder {
             hardware_share: DEFAULT_HARDWARE_SHARE,
             trace: false,
             stream_buffer: None,
+            mixup: None,
         }
     }
 }
@@ -326,6 +330,15 @@ impl PipelineBuilder {
     /// [`normalize`](Self::normalize) from it. Later calls override either.
     pub fn recipe(self, recipe: crate::augment::Recipe) -> Self {
         self.views(recipe.views).normalize(recipe.normalize)
+    }
+
+    /// Mixup and CutMix on every batch, with timm's `Mixup` semantics
+    /// (`mode="batch"`): images mixed with the batch flipped, and
+    /// [`Batch::soft_labels`](crate::Batch::soft_labels) of `[batch,
+    /// num_classes]`. One view of one draw only. Default: none.
+    pub fn mixup(mut self, mixup: crate::augment::Mixup) -> Self {
+        self.mixup = Some(mixup);
+        self
     }
 
     /// Antialias when shrinking: a triangle filter over the source
@@ -501,6 +514,21 @@ impl PipelineBuilder {
         for v in &views {
             check_view(v).map_err(Error::Config)?;
         }
+        if let Some(m) = &self.mixup {
+            if let Some(e) = m.check() {
+                return bad(e);
+            }
+            if views.len() != 1 || views[0].count != 1 {
+                return bad("mixup: needs a single view with one draw per sample".into());
+            }
+            let classes = source.classes().len();
+            if classes > m.num_classes {
+                return bad(format!(
+                    "mixup: num_classes {} but the source has {classes} classes",
+                    m.num_classes
+                ));
+            }
+        }
         if self.dtype == DType::U8 && self.normalize.is_some() {
             return bad(
                 "u8 output holds raw 0..=255 values: set .normalize(None) or a float \
@@ -613,6 +641,7 @@ impl PipelineBuilder {
             apply_orientation: self.apply_orientation,
             trace: self.trace,
             stream_buffer: self.stream_buffer,
+            mixup: self.mixup,
         };
         Pipeline::start(source, sampler, config, decoders, engine, self.io)
     }

@@ -37,11 +37,12 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use super::batch::{Storage, Tensor, TensorData};
 use super::builder::Config;
 use super::handoff::{Jpeg, Placed, Region, WorkerDecode, WorkerDecodeKind};
+use crate::augment::mix::MixParams;
 use crate::augment::params::SampleParams;
 use crate::augment::photo::PhotoParams;
 use crate::augment::{DType, Layout};
-use crate::cuda::desc::{GfLaunch, GfPhoto, GfTile};
-use crate::cuda::stage::{CudaEngine, CudaSlot, NvRoute, StageLaunch};
+use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
+use crate::cuda::stage::{CudaEngine, CudaSlot, LaunchKind, NvRoute, StageLaunch};
 use crate::error::{Error, Result};
 
 mod jpeg;
@@ -563,7 +564,7 @@ impl DeviceStage {
         }
         let mut launches = 0;
         if slot.used + n > self.layout.pixels {
-            launches = self.flush(cfg, slot, None)?;
+            launches = self.flush(cfg, slot, None, None)?;
             slot.used = 0;
         }
         let at = slot.used;
@@ -601,7 +602,15 @@ impl DeviceStage {
 
     /// Launch what is staged; with `labels`, also upload them and record
     /// the slot's event (the end of a batch). Returns the launches made.
-    fn flush(&self, cfg: &Config, slot: &mut Slot, labels: Option<&[u32]>) -> Result<usize> {
+    /// With `mix`, the end of the batch mixes its images (issue 19) before
+    /// the labels and the event.
+    fn flush(
+        &self,
+        cfg: &Config,
+        slot: &mut Slot,
+        labels: Option<&[u32]>,
+        mix: Option<&MixParams>,
+    ) -> Result<usize> {
         let l = self.layout;
         let mut launches = Vec::new();
         let mut tiles_at = l.tiles_at;
@@ -636,7 +645,7 @@ impl DeviceStage {
                 host[tiles_at..tiles_at + bytes.len()].copy_from_slice(bytes);
                 launches.push(StageLaunch {
                     which,
-                    photo: false,
+                    kind: LaunchKind::Augment,
                     tiles_at,
                     params: GfLaunch {
                         out_w: view.width as u32,
@@ -656,6 +665,23 @@ impl DeviceStage {
                 .ok_or_else(|| Error::Device("photometric draws without a scratch".into()))?;
             let end = l.tiles_at + l.tiles;
             self.pack_photo(cfg, &photo, at, host, &mut tiles_at, end, &mut launches)?;
+        }
+        if let (Some(m), Some(ls)) = (mix.filter(|m| m.mixes()), labels) {
+            let v = &cfg.views[0];
+            launches.push(StageLaunch {
+                kind: LaunchKind::Mix(GfMix::new(m, ls.len(), (v.width, v.height))),
+                which,
+                tiles_at: 0,
+                params: GfLaunch {
+                    out_w: v.width as u32,
+                    out_h: v.height as u32,
+                    antialias: 0,
+                    n_tiles: 0,
+                    scale: [1.0; 3],
+                    shift: [0.0; 3],
+                },
+                out: Some(0),
+            });
         }
         let label_range = labels.map(|ls| {
             let b: &[u8] = bytemuck::cast_slice(ls);
@@ -719,15 +745,17 @@ impl DeviceStage {
         }
     }
 
-    /// End the batch of `labels.len()` samples: launch, upload labels,
-    /// record the event, and hand the outputs out as tensors.
+    /// End the batch of `labels.len()` samples: launch (and mix, with
+    /// `mix`), upload labels, record the event, and hand the outputs out as
+    /// tensors.
     pub(crate) fn finish(
         &self,
         cfg: &Config,
         slot: &mut Slot,
         labels: &[u32],
+        mix: Option<&MixParams>,
     ) -> Result<(Vec<Tensor>, usize)> {
-        let launches = self.flush(cfg, slot, Some(labels))?;
+        let launches = self.flush(cfg, slot, Some(labels), mix)?;
         let n = labels.len();
         let outs = std::mem::take(&mut slot.outs);
         let tensors = outs

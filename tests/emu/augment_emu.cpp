@@ -1,4 +1,4 @@
-// Host emulation of kernels/augment.cu and kernels/photo.cu: the kernel source compiled as plain
+// Host emulation of kernels/augment.cu, photo.cu and mix.cu: the kernel source compiled as plain
 // C++ with CUDA's builtins replaced by host equivalents, and a driver that
 // runs every (block, thread) of a launch sequentially. Built by build.rs
 // with the `kernel-emu` feature; used by tests/kernel_emu.rs to compare the
@@ -26,6 +26,11 @@ static inline unsigned int __float_as_uint(float f) {
     unsigned int u;
     std::memcpy(&u, &f, 4);
     return u;
+}
+static inline float __uint_as_float(unsigned int u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
 }
 // Host float arithmetic is IEEE single precision with round-to-nearest on
 // x86-64 (SSE); volatile keeps the compiler from contracting into an FMA.
@@ -57,8 +62,25 @@ static inline unsigned short gf_emu_f32_to_f16(float f) {
     return (unsigned short)(sign | half);
 }
 
+// IEEE binary16 -> binary32, exact (what cvt.f32.f16 does).
+static inline float gf_emu_f16_to_f32(unsigned short h) {
+    unsigned int sign = (unsigned int)(h & 0x8000u) << 16;
+    unsigned int exp = (h >> 10) & 0x1fu;
+    unsigned int man = h & 0x3ffu;
+    if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return __uint_as_float(sign);
+        // Subnormal: normalise.
+        int e = -1;
+        do { man <<= 1; ++e; } while (!(man & 0x400u));
+        return __uint_as_float(sign | ((unsigned int)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13));
+    }
+    return __uint_as_float(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
 #include "augment.cu"
 #include "photo.cu"
+#include "mix.cu"
 
 typedef void (*GfKernel)(const GfTile*, GfLaunch, void*);
 
@@ -137,6 +159,35 @@ extern "C" int gf_emu_photo(int which, const GfPhoto* draws, GfLaunch l, void* o
     };
     if (which < 0 || which >= 8) return -1;
     kernels[which](draws, l, out);
+    return 0;
+}
+
+// Run mix kernel `which` (index into src/cuda/mod.rs MIX_KERNELS) over a
+// grid of (ceil(3 * plane / 256), ceil(n / 2)) blocks of 256 threads.
+extern "C" int gf_emu_mix(int which, GfMix m, void* out) {
+    typedef void (*GfMixKernel)(GfMix, void*);
+    static const GfMixKernel kernels[8] = {
+        [](GfMix m, void* o) { gf_mix_u8_nchw(m, (unsigned char*)o); },
+        [](GfMix m, void* o) { gf_mix_u8_nhwc(m, (unsigned char*)o); },
+        [](GfMix m, void* o) { gf_mix_f16_nchw(m, (unsigned short*)o); },
+        [](GfMix m, void* o) { gf_mix_f16_nhwc(m, (unsigned short*)o); },
+        [](GfMix m, void* o) { gf_mix_bf16_nchw(m, (unsigned short*)o); },
+        [](GfMix m, void* o) { gf_mix_bf16_nhwc(m, (unsigned short*)o); },
+        [](GfMix m, void* o) { gf_mix_f32_nchw(m, (float*)o); },
+        [](GfMix m, void* o) { gf_mix_f32_nhwc(m, (float*)o); },
+    };
+    if (which < 0 || which >= 8) return -1;
+    const unsigned int n = 3 * m.out_w * m.out_h;
+    blockDim.x = 256;
+    blockDim.y = blockDim.z = 1;
+    for (unsigned int i = 0; i < (m.n + 1) / 2; ++i) {
+        blockIdx.y = i;
+        for (unsigned int e = 0; e < n; ++e) {
+            blockIdx.x = e / 256;
+            threadIdx.x = e % 256;
+            kernels[which](m, out);
+        }
+    }
     return 0;
 }
 

@@ -28,7 +28,7 @@ impl DeviceStage {
                     "arena full with undecoded samples (stage bug)".into(),
                 ));
             }
-            launches = self.flush(cfg, slot, None)?;
+            launches = self.flush(cfg, slot, None, None)?;
             slot.used = 0;
             slot.arena_used = 0;
         }

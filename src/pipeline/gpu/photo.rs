@@ -11,7 +11,7 @@
 use super::{DeviceStage, MAX_TILES_PER_LAUNCH, kernel_index};
 use crate::augment::photo::PhotoParams;
 use crate::cuda::desc::{GfLaunch, GfPhoto, GfTile};
-use crate::cuda::stage::StageLaunch;
+use crate::cuda::stage::{LaunchKind, StageLaunch};
 use crate::error::{Error, Result};
 use crate::pipeline::builder::Config;
 
@@ -147,7 +147,7 @@ fn emit(
         put(&tiles, host, tiles_at, end, |at, n| {
             launches.push(StageLaunch {
                 which: f32_nchw,
-                photo: false,
+                kind: LaunchKind::Augment,
                 tiles_at: at,
                 params: params(v, n, false),
                 out: None,
@@ -160,7 +160,7 @@ fn emit(
         put(&descs, host, tiles_at, end, |at, n| {
             launches.push(StageLaunch {
                 which,
-                photo: true,
+                kind: LaunchKind::Photo,
                 tiles_at: at,
                 params: params(v, n, true),
                 out: Some(v),
