@@ -159,6 +159,14 @@ fn same_as_cpu(
                 let stream = stream.as_ref().unwrap();
                 let labels = stream.clone_dtoh(&g.labels_cuda().unwrap()).unwrap();
                 assert_eq!(labels, g.labels(), "{what}: device labels");
+                if let Some(soft) = g.soft_labels_cuda() {
+                    let soft = stream.clone_dtoh(&soft).unwrap();
+                    assert_eq!(
+                        Some(&soft[..]),
+                        g.soft_labels(),
+                        "{what}: device soft labels"
+                    );
+                }
             }
         }
         assert_eq!(batches, want.len(), "epoch {epoch}: batch count");

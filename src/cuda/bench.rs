@@ -218,7 +218,7 @@ impl DecodeBench {
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         let arena: usize = sizes.iter().cycle().take(batch).sum();
         let engine = super::stage::CudaEngine::new(index)?;
-        let (slot, _) = engine.alloc_slot(1, arena, batch, &[])?;
+        let (slot, _) = engine.alloc_slot(1, arena, (batch, 0), &[])?;
         let cpu = crate::decode::CpuDecoder::new(false);
         let route = super::stage::NvRoute::new(&engine, hardware_share, batch, cpu)?;
         let pool = crate::decode::nvjpeg::DecoderPool::new(engine.context(), batch + 1)?;

@@ -157,6 +157,8 @@ pub(crate) struct CudaSlot {
     /// Compressed bytes handed to nvJPEG, kept until `ready` completes.
     jpegs: Vec<Vec<u8>>,
     labels: CudaSlice<u32>,
+    /// Mixup's soft labels (issue 19): `batch × classes`, or 1 unused.
+    soft: CudaSlice<f32>,
     /// Recorded after the slot's last enqueued work: the trainer's stream
     /// waits on it, and the host waits on it before writing `pinned` again.
     ready: CudaEvent,
@@ -176,6 +178,10 @@ impl CudaSlot {
         &self.labels
     }
 
+    pub(crate) fn soft_labels(&self) -> &CudaSlice<f32> {
+        &self.soft
+    }
+
     pub(crate) fn event(&self) -> &CudaEvent {
         &self.ready
     }
@@ -185,7 +191,10 @@ impl CudaSlot {
     }
 
     pub(crate) fn device_bytes(&self) -> usize {
-        self.staging.num_bytes() + self.arena.num_bytes() + self.labels.num_bytes()
+        self.staging.num_bytes()
+            + self.arena.num_bytes()
+            + self.labels.num_bytes()
+            + self.soft.num_bytes()
     }
 
     /// Wait for everything enqueued so far, then hand back the compressed
@@ -276,12 +285,13 @@ impl CudaEngine {
     }
 
     /// Allocate one slot: `staging` bytes pinned and on the device, room for
-    /// `batch` labels, and one output of `len` elements per `(dtype, len)`.
+    /// `batch` labels and `soft` soft-label values, and one output of `len`
+    /// elements per `(dtype, len)`.
     pub(crate) fn alloc_slot(
         &self,
         staging: usize,
         arena: usize,
-        batch: usize,
+        (batch, soft): (usize, usize),
         outs: &[(DType, usize)],
     ) -> Result<(CudaSlot, Vec<OutBuf>)> {
         let s = &self.k.stream;
@@ -295,6 +305,9 @@ impl CudaEngine {
         let labels = s
             .alloc_zeros::<u32>(batch)
             .map_err(drv("allocate labels"))?;
+        let soft = s
+            .alloc_zeros::<f32>(soft.max(1))
+            .map_err(drv("allocate soft labels"))?;
         // The trainer and the staging refill wait on it from the host.
         let ready = super::host_wait_event(&self.k.ctx).map_err(drv("event"))?;
         let outs = outs
@@ -307,6 +320,7 @@ impl CudaEngine {
             arena,
             jpegs: Vec::new(),
             labels,
+            soft,
             ready,
             host_free: false,
         };
@@ -343,8 +357,9 @@ impl CudaEngine {
     }
 
     /// Copy `ranges` of the staging to the device, run `launches`, then copy
-    /// `labels` (a byte range of the pinned staging holding `n` u32) into
-    /// the slot's label buffer, and record the slot's event. Asynchronous.
+    /// `labels` (byte ranges of the pinned staging holding the labels, u32,
+    /// and the soft labels, f32) into the slot's label buffers, and record
+    /// the slot's event. Asynchronous.
     /// Launches into the photometric scratch need `scratch`; every launch
     /// is on the stage's one stream, so the next round of draws writes the
     /// scratch only after the previous round's photometric kernel read it.
@@ -355,7 +370,7 @@ impl CudaEngine {
         launches: &[StageLaunch],
         outs: &mut [&mut OutBuf],
         mut scratch: Option<&mut CudaSlice<f32>>,
-        labels: Option<Range<usize>>,
+        labels: Option<(Range<usize>, Range<usize>)>,
     ) -> Result<()> {
         let s = &self.k.stream;
         self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
@@ -403,18 +418,10 @@ impl CudaEngine {
                 }
             }?;
         }
-        if let Some(r) = labels.filter(|r| !r.is_empty()) {
-            assert!(r.len() <= slot.labels.num_bytes() && r.end <= slot.pinned.as_slice().len());
-            let host = &slot.pinned.as_slice()[r];
-            let (dst, _w) = slot.labels.device_ptr_mut(s);
-            // Straight from the pinned staging: `ranges` covers pixels and
-            // tiles only, so the device staging never holds the labels.
-            // SAFETY: the source is live pinned memory not written until
-            // `ready` (recorded below) completes; the destination holds at
-            // least `host.len()` bytes (asserted).
-            unsafe { result::memcpy_htod_async(dst, host, s.cu_stream()) }
-                .map_err(drv("copy labels"))?;
-        }
+        let (hard, soft) = labels.unzip();
+        let host = slot.pinned.as_slice();
+        copy_labels(host, hard, &mut slot.labels, s)?;
+        copy_labels(host, soft, &mut slot.soft, s)?;
         slot.ready.record(s).map_err(drv("record event"))?;
         slot.host_free = false;
         Ok(())
@@ -454,6 +461,27 @@ impl CudaEngine {
         }
         .map_err(e)
     }
+}
+
+/// Copy the pinned staging's byte range `r` (if any) to the start of `dst`
+/// on `s`, asynchronously.
+fn copy_labels<T: cudarc::driver::DeviceRepr>(
+    host: &[u8],
+    r: Option<Range<usize>>,
+    dst: &mut CudaSlice<T>,
+    s: &CudaStream,
+) -> Result<()> {
+    let Some(r) = r.filter(|r| !r.is_empty()) else {
+        return Ok(());
+    };
+    assert!(r.len() <= dst.num_bytes() && r.end <= host.len());
+    let (ptr, _w) = dst.device_ptr_mut(s);
+    // Straight from the pinned staging: the flush's `ranges` cover pixels
+    // and tiles only, so the device staging never holds the labels.
+    // SAFETY: the source is live pinned memory not written until the slot's
+    // `ready` (recorded after this) completes; the destination holds at
+    // least `r.len()` bytes (asserted).
+    unsafe { result::memcpy_htod_async(ptr, &host[r], s.cu_stream()) }.map_err(drv("copy labels"))
 }
 
 /// One compressed image for nvJPEG: where in the slot's arena it goes.

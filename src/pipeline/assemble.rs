@@ -388,8 +388,12 @@ impl<'a> Assembly<'a> {
         let (views, slot) = match (part.slot.take(), &self.p.stage) {
             (Some(mut slot), Some(stage)) => {
                 let t0 = std::time::Instant::now();
-                let finished =
-                    stage.finish(cfg, &mut slot, &part.labels, mix.as_ref().map(|m| &m.0));
+                let finished = stage.finish(
+                    cfg,
+                    &mut slot,
+                    &part.labels,
+                    mix.as_ref().map(|m| (&m.0, m.1.as_slice())),
+                );
                 if let Some(t) = &self.p.shared.trace {
                     t.span("device: copies and launches", t0, Arg::None);
                 }

@@ -358,6 +358,15 @@ impl Batch {
         Some(slot.labels()?.slice(..self.labels.len()))
     }
 
+    /// Mixup's soft labels on the device (CUDA backend with
+    /// [`PipelineBuilder::mixup`](crate::PipelineBuilder::mixup)), `[len,
+    /// num_classes]` row-major, uploaded with the images.
+    pub fn soft_labels_cuda(&self) -> Option<CudaView<'_, f32>> {
+        let soft = self.soft_labels.as_ref()?;
+        let (slot, _) = self.slot.as_ref()?;
+        Some(slot.soft_labels()?.slice(..soft.len()))
+    }
+
     /// The event recorded after the kernels and copies that produced this
     /// batch (CUDA backend): make the training stream wait on it
     /// (`stream.wait(event)`) before using [`Tensor::device_ptr`]. Users of

@@ -119,6 +119,15 @@ impl Slot {
             SlotMem::Emu(_) => None,
         }
     }
+
+    /// Mixup's soft labels on the device (CUDA slots of mixup pipelines).
+    pub(super) fn soft_labels(&self) -> Option<&cudarc::driver::CudaSlice<f32>> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.soft_labels()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
 }
 
 /// Byte layout of a slot's staging buffer: `[pixels | tiles | labels]`.
@@ -130,11 +139,13 @@ struct StagingLayout {
     /// `GfPhoto` more per draw of a view with photometric ops.
     tiles: usize,
     labels_at: usize,
+    /// Mixup's soft labels, after the labels (issue 19).
+    soft_at: usize,
     total: usize,
 }
 
 impl StagingLayout {
-    fn new(pixels: usize, tiles: usize, batch: usize) -> StagingLayout {
+    fn new(pixels: usize, tiles: usize, batch: usize, soft: usize) -> StagingLayout {
         let tiles_at = pixels.next_multiple_of(256);
         let labels_at = (tiles_at + tiles).next_multiple_of(256);
         StagingLayout {
@@ -142,7 +153,8 @@ impl StagingLayout {
             tiles_at,
             tiles,
             labels_at,
-            total: labels_at + batch * 4,
+            soft_at: labels_at + batch * 4,
+            total: labels_at + batch * 4 + soft * 4,
         }
     }
 }
@@ -285,6 +297,7 @@ impl DeviceStage {
         } else {
             0
         };
+        let soft = cfg.mixup.map_or(0, |m| cfg.batch_size * m.num_classes);
         let descriptors: usize = cfg
             .views
             .iter()
@@ -303,6 +316,7 @@ impl DeviceStage {
             cfg.staging_bytes,
             cfg.batch_size * descriptors,
             cfg.batch_size,
+            soft,
         );
         let outs: Vec<(DType, usize)> = cfg
             .views
@@ -317,7 +331,8 @@ impl DeviceStage {
         for _ in 0..slots {
             let (mem, outs) = match &engine {
                 Engine::Cuda(e) => {
-                    let (slot, bufs) = e.alloc_slot(layout.total, arena, cfg.batch_size, &outs)?;
+                    let (slot, bufs) =
+                        e.alloc_slot(layout.total, arena, (cfg.batch_size, soft), &outs)?;
                     memory.pinned_bytes += slot.pinned_bytes() as u64;
                     memory.device_bytes += slot.device_bytes() as u64
                         + bufs.iter().map(|b| b.num_bytes() as u64).sum::<u64>();
@@ -602,14 +617,14 @@ impl DeviceStage {
 
     /// Launch what is staged; with `labels`, also upload them and record
     /// the slot's event (the end of a batch). Returns the launches made.
-    /// With `mix`, the end of the batch mixes its images (issue 19) before
-    /// the labels and the event.
+    /// With `mix`, the end of the batch mixes its images (issue 19) and
+    /// uploads the soft labels with the labels, before the event.
     fn flush(
         &self,
         cfg: &Config,
         slot: &mut Slot,
         labels: Option<&[u32]>,
-        mix: Option<&MixParams>,
+        mix: Option<(&MixParams, &[f32])>,
     ) -> Result<usize> {
         let l = self.layout;
         let mut launches = Vec::new();
@@ -666,7 +681,7 @@ impl DeviceStage {
             let end = l.tiles_at + l.tiles;
             self.pack_photo(cfg, &photo, at, host, &mut tiles_at, end, &mut launches)?;
         }
-        if let (Some(m), Some(ls)) = (mix.filter(|m| m.mixes()), labels) {
+        if let (Some((m, _)), Some(ls)) = (mix.filter(|m| m.0.mixes()), labels) {
             let v = &cfg.views[0];
             launches.push(StageLaunch {
                 kind: LaunchKind::Mix(GfMix::new(m, ls.len(), (v.width, v.height))),
@@ -686,7 +701,12 @@ impl DeviceStage {
         let label_range = labels.map(|ls| {
             let b: &[u8] = bytemuck::cast_slice(ls);
             host[l.labels_at..l.labels_at + b.len()].copy_from_slice(b);
-            l.labels_at..l.labels_at + b.len()
+            let soft: &[u8] = bytemuck::cast_slice(mix.map_or(&[][..], |m| m.1));
+            host[l.soft_at..l.soft_at + soft.len()].copy_from_slice(soft);
+            (
+                l.labels_at..l.labels_at + b.len(),
+                l.soft_at..l.soft_at + soft.len(),
+            )
         });
         slot.tiles = tiles;
         slot.tiles.iter_mut().for_each(Vec::clear);
@@ -753,7 +773,7 @@ impl DeviceStage {
         cfg: &Config,
         slot: &mut Slot,
         labels: &[u32],
-        mix: Option<&MixParams>,
+        mix: Option<(&MixParams, &[f32])>,
     ) -> Result<(Vec<Tensor>, usize)> {
         let launches = self.flush(cfg, slot, Some(labels), mix)?;
         let n = labels.len();
