@@ -23,6 +23,7 @@ common::tests!(
     preview_writes_a_labelled_contact_sheet,
     preview_shows_every_view_of_a_recipe,
     kernel_bench_needs_a_gpu_and_says_so,
+    recipe_kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
     bench_sweeps_settings_and_writes_json_and_csv,
 );
@@ -185,6 +186,13 @@ fn needs_a_gpu(args: &[&str], ok_marker: &str) {
             assert!(out.contains(ok_marker), "{out}");
         }
     }
+}
+
+fn recipe_kernel_bench_needs_a_gpu_and_says_so() {
+    needs_a_gpu(
+        &["kernel-bench", "--recipe", "dino", "--batch", "8", "--iters", "2"],
+        "ms/batch",
+    );
 }
 
 fn kernel_bench_needs_a_gpu_and_says_so() {

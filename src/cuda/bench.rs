@@ -12,8 +12,11 @@ use crate::augment::params::{Transform, sample_params};
 use crate::decode::Image;
 use crate::error::{Error, Result};
 
-/// Index of `gf_augment_f16_nchw` in `AUGMENT_KERNELS`.
+/// Index of `gf_augment_f16_nchw` in `AUGMENT_KERNELS` (and of the f16
+/// NCHW entry of the other kernel lists).
 const F16_NCHW: usize = 2;
+/// Index of `gf_augment_f32_nchw`: what resamples into the scratch.
+const F32_NCHW: usize = 6;
 
 /// What [`kernel_bandwidth`] measured.
 #[derive(Debug, Clone)]
@@ -144,6 +147,197 @@ pub fn kernel_bandwidth(
         kernel_gbps: bytes_per_launch as f64 / (kernel_ms * 1e6),
         copy_gbps: (2 * copy_bytes) as f64 / (copy_ms * 1e6),
         images_per_s: batch as f64 / (kernel_ms / 1e3),
+    })
+}
+
+/// What [`recipe_time`] measured: the device work of one batch of a
+/// recipe (issue 19), every view and photometric op, from decoded images
+/// already on the device.
+#[derive(Debug, Clone)]
+pub struct RecipeBench {
+    /// Device name.
+    pub device: String,
+    /// Images per batch.
+    pub batch: usize,
+    /// Draws per batch (all views).
+    pub draws: usize,
+    /// Of those, draws that took the photometric path.
+    pub photo_draws: usize,
+    /// Kernel launches per batch.
+    pub launches: usize,
+    /// Mean device time of one batch in milliseconds.
+    pub batch_ms: f64,
+}
+
+/// Time the device work of one `batch` of `recipe` (f16 NCHW): per view,
+/// the fused launch for draws without photometric ops, then the resample
+/// into the scratch and the photometric kernel for the others, as the
+/// pipeline's stage launches them (one round: the scratch holds the whole
+/// batch). `iters` timed batches after a warm-up, on CUDA device `index`.
+pub fn recipe_time(
+    index: usize,
+    images: &[Image],
+    batch: usize,
+    recipe: &crate::augment::Recipe,
+    iters: usize,
+) -> Result<RecipeBench> {
+    use super::desc::GfPhoto;
+    use super::stage::LaunchKind;
+    use crate::augment::photo::photo_params;
+    if images.is_empty() || batch == 0 || iters == 0 {
+        return Err(Error::Config(
+            "recipe_time needs images, batch and iters".into(),
+        ));
+    }
+    let k = AugmentKernels::new(index)?;
+    let dev = super::devices()?.swap_remove(index);
+    let drv = |what: &str, e: cudarc::driver::DriverError| Error::Device(format!("{what}: {e:?}"));
+    let srcs = images
+        .iter()
+        .map(|img| k.upload(&img.data))
+        .collect::<Result<Vec<_>>>()?;
+    let fma = recipe
+        .normalize
+        .map_or(crate::augment::Fma::IDENTITY, Normalize::fold);
+    // Per view: fused tiles, scratch tiles, photometric descriptors.
+    struct Lists {
+        out: cudarc::driver::CudaSlice<f16>,
+        fused: Vec<GfTile>,
+        staged: Vec<GfTile>,
+        photo: Vec<GfPhoto>,
+    }
+    let photo_len: usize = recipe
+        .views
+        .iter()
+        .filter(|v| v.photo.any())
+        .map(|v| batch * v.count * 6 * v.width * v.height)
+        .sum();
+    let scratch = k.zeros::<f32>(photo_len.max(1))?;
+    let base = k.address(&scratch);
+    let mut used = 0usize;
+    let mut lists: Vec<Lists> = Vec::new();
+    let mut draw = 0u64;
+    let (mut draws, mut photo_draws) = (0, 0);
+    for v in &recipe.views {
+        let n = 3 * v.width * v.height;
+        let mut l = Lists {
+            out: k.zeros::<f16>(batch * v.count * n)?,
+            fused: Vec::new(),
+            staged: Vec::new(),
+            photo: Vec::new(),
+        };
+        for i in 0..batch {
+            let img = &images[i % images.len()];
+            for c in 0..v.count {
+                let size = (v.width as u32, v.height as u32);
+                let mut p = sample_params(
+                    v.transform,
+                    v.flip_h,
+                    v.flip_v,
+                    0,
+                    0,
+                    i as u64,
+                    draw + c as u64,
+                    (img.width, img.height),
+                    size,
+                );
+                p.photo = photo_params(&v.photo, 0, 0, i as u64, draw + c as u64, size);
+                let src = k.address(&srcs[i % images.len()]);
+                let dst = ((i * v.count + c) * n) as u64;
+                let tile =
+                    GfTile::new(src, img.width * 3, img.height, &p, (v.width, v.height), dst);
+                draws += 1;
+                if p.photo.any() {
+                    photo_draws += 1;
+                    let at = |e: usize| base + 4 * e as u64;
+                    let mut t = tile;
+                    t.dst = used as u64;
+                    l.staged.push(t);
+                    l.photo
+                        .push(GfPhoto::new(at(used), at(used + n), dst, &p.photo));
+                    used += 2 * n;
+                } else {
+                    l.fused.push(tile);
+                }
+            }
+        }
+        draw += v.count as u64;
+        lists.push(l);
+    }
+    // Upload the lists once; the timed loop only launches. Per view: the
+    // fused tiles, the scratch tiles, the photometric descriptors.
+    let mut bufs: Vec<[Option<(u64, GfLaunch)>; 3]> = Vec::new();
+    let mut alive_tiles = Vec::new();
+    let mut alive_descs = Vec::new();
+    for (v, l) in recipe.views.iter().zip(&lists) {
+        let params = |n: usize, fma: crate::augment::Fma| GfLaunch {
+            out_w: v.width as u32,
+            out_h: v.height as u32,
+            antialias: 1,
+            n_tiles: n as u32,
+            scale: fma.scale,
+            shift: fma.shift,
+        };
+        let mut row = [None; 3];
+        for (slot, tiles, fm) in [
+            (0, &l.fused, fma),
+            (1, &l.staged, crate::augment::Fma::IDENTITY),
+        ] {
+            if !tiles.is_empty() {
+                let d = k.upload(tiles)?;
+                row[slot] = Some((k.address(&d), params(tiles.len(), fm)));
+                alive_tiles.push(d);
+            }
+        }
+        if !l.photo.is_empty() {
+            let d = k.upload(bytemuck::cast_slice::<GfPhoto, u8>(&l.photo))?;
+            row[2] = Some((k.address(&d), params(l.photo.len(), fma)));
+            alive_descs.push(d);
+        }
+        bufs.push(row);
+    }
+    let mut scratch = scratch;
+    let launches = bufs.iter().flatten().filter(|b| b.is_some()).count();
+    let mut run = |lists: &mut Vec<Lists>| -> Result<()> {
+        for (l, row) in lists.iter_mut().zip(&bufs) {
+            // SAFETY: every tile's src is an uploaded image alive in `srcs`
+            // for this whole function; fused tiles write inside their
+            // view's output (batch * count draws), scratch tiles and the
+            // photometric planes inside `scratch` (sized for every
+            // photometric draw, each at its own offset); the descriptor
+            // lists stay alive in `alive_*`; kernel 2 (of each list) writes
+            // f16 NCHW, kernel 6 f32 NCHW (the scratch).
+            unsafe {
+                if let Some((at, p)) = row[0] {
+                    k.launch_any(LaunchKind::Augment, F16_NCHW, at, p, &mut l.out)?;
+                }
+                if let Some((at, p)) = row[1] {
+                    k.launch_any(LaunchKind::Augment, F32_NCHW, at, p, &mut scratch)?;
+                }
+                if let Some((at, p)) = row[2] {
+                    k.launch_any(LaunchKind::Photo, F16_NCHW, at, p, &mut l.out)?;
+                }
+            }
+        }
+        Ok(())
+    };
+    run(&mut lists)?;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    for _ in 0..iters {
+        run(&mut lists)?;
+    }
+    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    end.synchronize().map_err(|e| drv("sync", e))?;
+    let batch_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64;
+    drop((alive_tiles, alive_descs, srcs));
+    Ok(RecipeBench {
+        device: dev.name,
+        batch,
+        draws,
+        photo_draws,
+        launches,
+        batch_ms,
     })
 }
 

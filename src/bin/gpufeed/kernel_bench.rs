@@ -17,6 +17,10 @@ pub(crate) struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Time a whole recipe's device work per batch instead (every view
+    /// and photometric op): imagenet, simclr, byol or dino.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(gpufeed::augment::Recipe::NAMES))]
+    recipe: Option<String>,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -32,6 +36,42 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         if ok.is_ok() {
             images.push(img);
         }
+    }
+    if let Some(name) = &args.recipe {
+        let recipe = gpufeed::augment::Recipe::by_name(name).context("unknown recipe")?;
+        let r = gpufeed::cuda::bench::recipe_time(
+            args.common.device,
+            &images,
+            args.common.batch,
+            &recipe,
+            args.iters,
+        )?;
+        // The time one batch may take at 25,000 img/s (issue 16's target).
+        let budget_ms = r.batch as f64 / 25_000.0 * 1e3;
+        let share = r.batch_ms / budget_ms;
+        if args.json {
+            let v = serde_json::json!({
+                "device": r.device, "recipe": name, "batch": r.batch, "draws": r.draws,
+                "photo_draws": r.photo_draws, "launches": r.launches, "batch_ms": r.batch_ms,
+                "budget_ms_at_25k": budget_ms, "share_of_budget": share,
+                "distinct_images": images.len(),
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!(
+                "{}: recipe {name}, batch {} ({} draws, {} photometric, {} launches), f16 NCHW\n  \
+                 {:.3} ms/batch = {:.0} % of the {:.2} ms a batch may take at 25,000 img/s",
+                r.device,
+                r.batch,
+                r.draws,
+                r.photo_draws,
+                r.launches,
+                r.batch_ms,
+                share * 100.0,
+                budget_ms
+            );
+        }
+        return Ok(());
     }
     let r = gpufeed::cuda::bench::kernel_bandwidth(
         args.common.device,
