@@ -114,7 +114,13 @@ for phase in "${phases[@]}"; do
             "$bin/test-kernel_device" gpu_ --test-threads=1
           step "sanitizer-$tool-stage" 240 compute-sanitizer --tool "$tool" --error-exitcode 1 \
             "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
+          # The photometric kernel (block barriers, shared lanes) and the
+          # mix kernel (pairs written by one thread), issue 19.
+          step "sanitizer-$tool-photo" 240 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            "$bin/test-device_stage" gpu_photometric_ops gpu_mixup_and_cutmix --test-threads=1
         done
+        step sanitizer-synccheck-photo 240 compute-sanitizer --tool synccheck --error-exitcode 1 \
+          "$bin/test-device_stage" gpu_photometric_ops --test-threads=1
       else
         echo "-- compute-sanitizer not found: sanitizer runs skipped" | tee -a "$logs/summary.txt"
       fi
@@ -122,6 +128,8 @@ for phase in "${phases[@]}"; do
     bench)
       # The fused kernel against device copy bandwidth (issue 4).
       step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
+      # The whole DINO recipe's device work per batch (issue 19).
+      step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
       # nvJPEG alone over a range of hardware shares (the default among
       # them), with the CPU time per image (issue 5).
       step decode-bench 120 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
