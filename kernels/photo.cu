@@ -40,7 +40,8 @@ __device__ __forceinline__ void gf_hue(float* p, float f) {
     if (maxc == r) h = bc - gc;
     else if (maxc == g) h = (rc + 2.0f) - bc;
     else h = (gc + 4.0f) - rc;
-    h = fmodf(h * (1.0f / 6.0f) + 1.0f, 1.0f);
+    h = h * (1.0f / 6.0f) + 1.0f;  // in [5/6, 2): fmod(h, 1) exactly
+    h = h - truncf(h);
     h = h + f;
     h = h - floorf(h);
     const float v = maxc;

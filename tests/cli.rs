@@ -190,7 +190,15 @@ fn needs_a_gpu(args: &[&str], ok_marker: &str) {
 
 fn recipe_kernel_bench_needs_a_gpu_and_says_so() {
     needs_a_gpu(
-        &["kernel-bench", "--recipe", "dino", "--batch", "8", "--iters", "2"],
+        &[
+            "kernel-bench",
+            "--recipe",
+            "dino",
+            "--batch",
+            "8",
+            "--iters",
+            "2",
+        ],
         "ms/batch",
     );
 }

@@ -67,7 +67,9 @@ pub(crate) fn hue(p: [f32; 3], f: f32) -> [f32; 3] {
     } else {
         (gc + 4.0) - rc
     };
-    let h = (h * (1.0 / 6.0) + 1.0) % 1.0;
+    // fmod(x, 1) of a positive x, exactly (kernels/photo.cu likewise).
+    let h = h * (1.0 / 6.0) + 1.0;
+    let h = h - h.trunc();
     // torch's remainder: the result takes the divisor's sign.
     let h = h + f;
     let h = h - h.floor();
@@ -105,6 +107,15 @@ pub(crate) fn jitter_op(op: u8, f: f32, p: [f32; 3], mean: f32) -> [f32; 3] {
     }
 }
 
+/// One jitter op over every pixel of `planes` (`n` per channel).
+fn jitter_plane(op: u8, f: f32, planes: &mut [f32], n: usize, mean: f32) {
+    let (r, rest) = planes.split_at_mut(n);
+    let (g, b) = rest.split_at_mut(n);
+    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+        [*r, *g, *b] = jitter_op(op, f, [*r, *g, *b], mean);
+    }
+}
+
 /// Standard normal noise for element `idx` (logical NCHW index) of a draw
 /// erased with seed `seed`: Box–Muller on two 24-bit uniforms from
 /// SplitMix64, `sqrt(−2 ln u1) · cos(2π u2)` with `u1` in `(0, 1]`.
@@ -136,25 +147,23 @@ pub(crate) fn apply(
 ) {
     let n = width * height;
     assert_eq!(planes.len(), 3 * n);
-    let get = |planes: &[f32], i: usize| [planes[i], planes[n + i], planes[2 * n + i]];
-    let put = |planes: &mut [f32], i: usize, p: [f32; 3]| {
-        planes[i] = p[0];
-        planes[n + i] = p[1];
-        planes[2 * n + i] = p[2];
-    };
     let ops = pp.jitter();
     // Without contrast there is no mean to take: every op runs in one pass.
+    // Each op runs over the whole view in turn; every op is per pixel, so
+    // each pixel sees the same sequence as in the kernel's single loop.
     let cpos = ops.iter().position(|&(op, _)| op == CONTRAST);
     let mut mean = 0.0f32;
     if let Some(cpos) = cpos {
+        for &(op, f) in &ops[..cpos] {
+            jitter_plane(op, f, planes, n, 0.0);
+        }
+        let (r, rest) = planes.split_at(n);
+        let (g, b) = rest.split_at(n);
         let mut lanes = [0.0f32; LANES];
-        for i in 0..n {
-            let mut p = get(planes, i);
-            for &(op, f) in &ops[..cpos] {
-                p = jitter_op(op, f, p, 0.0);
+        for ((r, g), b) in r.chunks(LANES).zip(g.chunks(LANES)).zip(b.chunks(LANES)) {
+            for (t, lane) in lanes.iter_mut().enumerate().take(r.len()) {
+                *lane += gray([r[t], g[t], b[t]]);
             }
-            put(planes, i, p);
-            lanes[i % LANES] += gray(p);
         }
         let mut k = LANES / 2;
         while k > 0 {
@@ -165,15 +174,16 @@ pub(crate) fn apply(
         }
         mean = lanes[0] / n as f32;
     }
-    for i in 0..n {
-        let mut p = get(planes, i);
-        for &(op, f) in &ops[cpos.unwrap_or(0)..] {
-            p = jitter_op(op, f, p, mean);
+    for &(op, f) in &ops[cpos.unwrap_or(0)..] {
+        jitter_plane(op, f, planes, n, mean);
+    }
+    if pp.grayscale {
+        let (r, rest) = planes.split_at_mut(n);
+        let (g, b) = rest.split_at_mut(n);
+        for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+            let v = gray([*r, *g, *b]);
+            (*r, *g, *b) = (v, v, v);
         }
-        if pp.grayscale {
-            p = [gray(p); 3];
-        }
-        put(planes, i, p);
     }
     let taps = pp.taps();
     if !taps.is_empty() {
@@ -200,7 +210,9 @@ pub(crate) fn apply(
     }
 }
 
-/// One blur pass over a plane, along rows (`along_x`) or columns.
+/// One blur pass over a plane, along rows (`along_x`) or columns. Each
+/// output is `0 + Σ_k w(|k|)·src(reflect(i + k))` with `k` ascending, the
+/// kernel's order; the loops run over whole rows so that they vectorize.
 fn blur_pass(
     src: &[f32],
     dst: &mut [f32],
@@ -210,18 +222,29 @@ fn blur_pass(
     along_x: bool,
 ) {
     let r = taps.len() as isize - 1;
+    let mut padded = Vec::new();
     for y in 0..height {
-        for x in 0..width {
-            let mut acc = 0.0f32;
+        let out = &mut dst[y * width..][..width];
+        out.fill(0.0);
+        if along_x {
+            let row = &src[y * width..][..width];
+            padded.clear();
+            padded.extend((-r..width as isize + r).map(|i| row[reflect(i, width)]));
             for k in -r..=r {
-                let at = if along_x {
-                    y * width + reflect(x as isize + k, width)
-                } else {
-                    reflect(y as isize + k, height) * width + x
-                };
-                acc += taps[k.unsigned_abs()] * src[at];
+                let w = taps[k.unsigned_abs()];
+                let from = &padded[(k + r) as usize..][..width];
+                for (o, v) in out.iter_mut().zip(from) {
+                    *o += w * v;
+                }
             }
-            dst[y * width + x] = acc;
+        } else {
+            for k in -r..=r {
+                let w = taps[k.unsigned_abs()];
+                let from = &src[reflect(y as isize + k, height) * width..][..width];
+                for (o, v) in out.iter_mut().zip(from) {
+                    *o += w * v;
+                }
+            }
         }
     }
 }

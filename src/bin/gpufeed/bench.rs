@@ -65,6 +65,11 @@ pub(crate) struct Args {
     /// full-epoch shuffle).
     #[arg(long, default_value_t = 0, value_name = "BUFFER")]
     stream_shards: usize,
+    /// A recipe's views and photometric ops instead of one view of
+    /// `--size` (imagenet, imagenet-eval, simclr, byol, dino); img/s counts
+    /// samples, each with every view.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(gpufeed::augment::Recipe::NAMES))]
+    recipe: Option<String>,
     /// CUDA backend: decode on CPU threads instead of nvJPEG.
     #[arg(long)]
     cpu_decode: bool,
@@ -193,6 +198,12 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "device" => args.device = super::parse_device(v)?,
         "cpu-decoder" => args.cpu_decoder = super::parse_cpu_decoder(v)?,
         "transform" => args.transform = v.to_string(),
+        "recipe" => {
+            gpufeed::augment::Recipe::by_name(v).with_context(|| {
+                format!("recipe={v}: one of {:?}", gpufeed::augment::Recipe::NAMES)
+            })?;
+            args.recipe = Some(v.to_string())
+        }
         "consumer-ms" => args.consumer_ms = v.parse().with_context(|| format!("{key}={v}"))?,
         "cpu-decode" => args.cpu_decode = v.parse().with_context(|| format!("{key}={v}"))?,
         "hardware-share" => {
@@ -307,6 +318,17 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if args.stream_shards > 0 {
         builder = builder.stream_shards(args.stream_shards);
+    }
+    if let Some(r) = args
+        .recipe
+        .as_deref()
+        .and_then(gpufeed::augment::Recipe::by_name)
+    {
+        let u8 = args.dtype == DType::U8;
+        builder = builder.recipe(r);
+        if u8 {
+            builder = builder.normalize(None);
+        }
     }
     builder
 }
