@@ -93,7 +93,8 @@ impl Pipeline {
     #[pyo3(signature = (root=None, *, list=None, shards=None, stream_shards=None, batch_size=256,
         size=224, transform="train", eval_resize=None, dtype="float32", layout="nchw",
         normalize=true, antialias=true, seed=0, shuffle=true, rank=0, world_size=1,
-        drop_last=false, readers=2, workers=None, prefetch=2, device="auto"))]
+        drop_last=false, readers=2, workers=None, prefetch=2, device="auto", recipe=None,
+        mixup=None, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -118,6 +119,11 @@ impl Pipeline {
         workers: Option<usize>,
         prefetch: usize,
         device: &str,
+        recipe: Option<&str>,
+        mixup: Option<usize>,
+        mixup_alpha: f32,
+        cutmix_alpha: f32,
+        label_smoothing: f32,
     ) -> PyResult<Pipeline> {
         let source = match (root, list, shards) {
             (Some(r), None, None) => Source::image_folder(r).map_err(err)?,
@@ -169,6 +175,24 @@ impl Pipeline {
         }
         if let Some(buffer) = stream_shards {
             b = b.stream_shards(buffer);
+        }
+        if let Some(name) = recipe {
+            let r = gpufeed::augment::Recipe::by_name(name).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "recipe {name:?}: one of {:?}",
+                    gpufeed::augment::Recipe::NAMES
+                ))
+            })?;
+            let norm = r.normalize.filter(|_| normalize);
+            b = b.recipe(r).normalize(norm);
+        }
+        if let Some(num_classes) = mixup {
+            b = b.mixup(gpufeed::augment::Mixup {
+                mixup_alpha,
+                cutmix_alpha,
+                label_smoothing,
+                ..gpufeed::augment::Mixup::deit(num_classes)
+            });
         }
         let mut p = py.detach(|| b.build()).map_err(err)?;
         let (batches_per_epoch, samples) = (p.batches_per_epoch(), p.samples_per_epoch());
@@ -305,7 +329,10 @@ impl Epoch {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<(Tensor, Tensor)>> {
+    /// `(images, labels)`: images one tensor, or a tuple of one per view
+    /// for multi-view recipes; labels the class indices, or mixup's soft
+    /// labels `[batch, classes]`.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Tensor)>> {
         let mut guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());
         let Some(rx) = guard.as_ref() else {
             return Ok(None);
@@ -320,13 +347,25 @@ impl Epoch {
             err(e)
         })?;
         let cuda = batch.images().is_cuda();
+        let views = batch.views().len();
+        let labels = if batch.soft_labels().is_some() {
+            Part::SoftLabels
+        } else {
+            Part::Labels
+        };
         let shared = SharedBatch::new(batch);
-        let images = py.detach(|| shared.export(Part::View(0))).map_err(err)?;
-        let labels = shared.export(Part::Labels).map_err(err)?;
-        Ok(Some((
-            Tensor::new(images, cuda),
-            Tensor::new(labels, false),
-        )))
+        let mut images = Vec::with_capacity(views);
+        for v in 0..views {
+            let t = py.detach(|| shared.export(Part::View(v))).map_err(err)?;
+            images.push(Tensor::new(t, cuda));
+        }
+        let labels = Tensor::new(shared.export(labels).map_err(err)?, false);
+        let images = if views == 1 {
+            Bound::new(py, images.pop().expect("one view"))?.into_any()
+        } else {
+            pyo3::types::PyTuple::new(py, images)?.into_any()
+        };
+        Ok(Some((images, labels)))
     }
 }
 

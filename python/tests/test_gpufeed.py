@@ -151,3 +151,27 @@ def test_shards_give_the_folder_s_batches_and_stream(tmp_path):
     assert sorted(labels.tolist()) == sorted(np.concatenate([l for _, l in folder]).tolist())
     with pytest.raises(ValueError):
         gpufeed.Pipeline(str(SAMPLE), shards=shards)
+
+
+def test_dino_recipe_gives_every_view():
+    p = pipeline(recipe="dino", batch_size=2, dtype="float16")
+    images, labels = next(iter(p.epoch(0)))
+    assert isinstance(images, tuple) and len(images) == 3
+    shapes = [np.from_dlpack(v).shape for v in images]
+    assert shapes == [(2, 3, 224, 224), (2, 3, 224, 224), (16, 3, 96, 96)]
+    assert np.from_dlpack(labels).shape == (2,)
+    with pytest.raises(ValueError, match="dino"):
+        pipeline(recipe="mocov9")
+
+
+def test_mixup_gives_soft_labels():
+    p = pipeline(mixup=4, dtype="float32")
+    for images, labels in p.epoch(0):
+        y = np.from_dlpack(labels)
+        assert y.dtype == np.float32 and y.shape == (len(y), 4)
+        assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
+        # Label smoothing 0.1 over 4 classes: no entry below 0.025.
+        assert float(y.min()) >= 0.025 - 1e-6
+        assert np.from_dlpack(images).shape[0] == len(y)
+    with pytest.raises(gpufeed.Error, match="num_classes"):
+        pipeline(mixup=3)

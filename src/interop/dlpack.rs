@@ -154,6 +154,9 @@ pub enum Part {
     View(usize),
     /// The labels, `u32`, from host memory.
     Labels,
+    /// Mixup's soft labels, `f32` `[n, classes]`, from host memory (issue
+    /// 19; an error without mixup).
+    SoftLabels,
 }
 
 /// What the deleter frees: the batch reference and the shape and strides
@@ -299,6 +302,22 @@ pub fn export(shared: &SharedBatch, part: Part) -> Result<Dlpack> {
                 lanes: 1,
             };
             (ptr, cpu, u32_, 1)
+        }
+        Part::SoftLabels => {
+            let soft = batch
+                .soft_labels()
+                .ok_or_else(|| Error::Config("the batch has no soft labels (no mixup)".into()))?;
+            let n = batch.labels().len();
+            let classes = soft.len() / n.max(1);
+            dims[0] = n as i64;
+            dims[1] = classes as i64;
+            dims[4] = classes as i64;
+            dims[5] = 1;
+            let cpu = DLDevice {
+                device_type: 1,
+                device_id: 0,
+            };
+            (soft.as_ptr() as *mut c_void, cpu, dtype_of(DType::F32), 2)
         }
         Part::View(i) => {
             let t: &Tensor = batch.views().get(i).ok_or_else(|| {
