@@ -422,6 +422,12 @@ mod tests {
             // Normalized values are ~1/(255 std) times larger per unit.
             let tol = if fma == Fma::IDENTITY { 2e-3 } else { 4e-5 };
             let want: Vec<f32> = case["expected"].as_array().unwrap().iter().map(f).collect();
+            let worst = out
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            println!("{name}: worst difference {worst:e}");
             for (i, (got, want)) in out.iter().zip(&want).enumerate() {
                 assert!(
                     (got - want).abs() <= tol,
