@@ -23,6 +23,9 @@ common::tests!(
     gpu_matches_reference_nchw,
     gpu_matches_reference_nhwc,
     gpu_matches_reference_upscaling,
+    #[cfg(feature = "kernel-emu")]
+    emu_photometric_matches_reference,
+    gpu_photometric_matches_reference,
     a_gpu_test_without_a_gpu_is_ignored_or_fails_when_required,
 );
 
@@ -42,6 +45,15 @@ fn gpu_matches_reference_nhwc() -> Outcome {
 
 fn gpu_matches_reference_upscaling() -> Outcome {
     gpu(Matrix::Upscaling)
+}
+
+fn gpu_photometric_matches_reference() -> Outcome {
+    gpu(Matrix::Photometric)
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_photometric_matches_reference() {
+    gpufeed::cuda::kernel_check::on_emulator(Matrix::Photometric);
 }
 
 #[cfg(feature = "kernel-emu")]

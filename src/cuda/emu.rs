@@ -44,6 +44,24 @@ pub(crate) unsafe fn augment(which: usize, tiles: &[GfTile], p: GfLaunch, out: &
     assert_eq!(rc, 0, "gf_emu_augment rejected kernel {which}");
 }
 
+/// Run photometric kernel `which` (an index into `PHOTO_KERNELS`) over
+/// `draws` into `out`, synchronously.
+///
+/// # Safety
+///
+/// Every draw's `src` and `tmp` must point to `3 * out_w * out_h` f32 of
+/// writable host memory each, apart from every other draw's, and its output
+/// (`dst` plus `3 * out_w * out_h` elements) must lie inside `out`, whose
+/// elements must be the type kernel `which` writes.
+pub(crate) unsafe fn photo(which: usize, draws: &[GfPhoto], p: GfLaunch, out: &mut [u8]) {
+    assert!(which < super::PHOTO_KERNELS.len());
+    assert_eq!(p.n_tiles as usize, draws.len());
+    // SAFETY: the caller's contract (see # Safety); the list is a live
+    // slice of n_tiles descriptors.
+    let rc = unsafe { gf_emu_photo(which as i32, draws.as_ptr(), p, out.as_mut_ptr().cast()) };
+    assert_eq!(rc, 0, "gf_emu_photo rejected kernel {which}");
+}
+
 /// The host stand-in for `cvt.rn.f16.f32`.
 #[cfg(test)]
 pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {

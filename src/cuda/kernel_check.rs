@@ -19,10 +19,14 @@ use half::{bf16, f16};
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
-use super::desc::{GfLaunch, GfTile};
+use super::desc::{GfLaunch, GfPhoto, GfTile};
 use super::launch::AugmentKernels;
 use crate::augment::cpu::{Element, OutSpec, Resampler};
 use crate::augment::params::{SampleParams, Transform, sample_params};
+use crate::augment::photo::{
+    ColorJitter, EraseValue, GaussianBlur, PhotoParams, Photometric, RandomErasing, Solarize,
+    photo_params,
+};
 use crate::augment::{Fma, Layout, Normalize};
 use crate::decode::Image;
 
@@ -71,8 +75,42 @@ trait Runner {
         launch: GfLaunch,
         n: usize,
     ) -> Vec<T>;
+    /// Run photometric kernel `which` over one draw per entry of `planes`
+    /// (f32 planes, `3 * out_w * out_h` each) with its parameters; `n`
+    /// elements per draw.
+    fn photo<T: EmuElement>(
+        &mut self,
+        which: i32,
+        planes: &[Vec<f32>],
+        params: &[PhotoParams],
+        launch: GfLaunch,
+    ) -> Vec<T>;
     /// Bit-exact comparison, or the device tolerance.
     fn exact(&self) -> bool;
+}
+
+/// The scratch of a photometric launch: each draw's planes then room for
+/// its blur rows; the descriptors for scratch base address `base`.
+fn photo_scratch(
+    planes: &[Vec<f32>],
+    params: &[PhotoParams],
+    base: u64,
+) -> (Vec<f32>, Vec<GfPhoto>) {
+    let mut scratch = Vec::new();
+    let mut descs = Vec::new();
+    for (i, (pl, p)) in planes.iter().zip(params).enumerate() {
+        let at = |k: usize| base + 4 * k as u64;
+        let start = scratch.len();
+        scratch.extend_from_slice(pl);
+        scratch.resize(start + 2 * pl.len(), 0.0);
+        descs.push(GfPhoto::new(
+            at(start),
+            at(start + pl.len()),
+            (i * pl.len()) as u64,
+            p,
+        ));
+    }
+    (scratch, descs)
 }
 
 /// The kernel source compiled for the host.
@@ -108,6 +146,35 @@ impl Runner for Emu {
             super::emu::augment(
                 which as usize,
                 &tiles,
+                launch,
+                bytemuck::cast_slice_mut(&mut got),
+            )
+        };
+        got
+    }
+
+    fn photo<T: EmuElement>(
+        &mut self,
+        which: i32,
+        planes: &[Vec<f32>],
+        params: &[PhotoParams],
+        launch: GfLaunch,
+    ) -> Vec<T> {
+        // The addresses depend on where the scratch lands: build it, then
+        // the descriptors for its address.
+        let (mut scratch, _) = photo_scratch(planes, params, 0);
+        let (filled, descs) = photo_scratch(planes, params, scratch.as_mut_ptr() as u64);
+        scratch.copy_from_slice(&filled);
+        let n = planes.first().map_or(0, Vec::len);
+        let mut got = vec![T::default(); n * planes.len()];
+        // SAFETY: every descriptor's planes lie in `scratch` (two sets of
+        // n f32 per draw, apart), alive and unaliased for this call; the
+        // outputs stay inside `got` (n elements per draw) of the kernel's
+        // element type; the emulation runs synchronously here.
+        unsafe {
+            super::emu::photo(
+                which as usize,
+                &descs,
                 launch,
                 bytemuck::cast_slice_mut(&mut got),
             )
@@ -163,6 +230,42 @@ impl Runner for Gpu {
         unsafe { k.launch(which as usize, &d_tiles, launch, &mut d_out) }.unwrap();
         let got = k.download(&d_out).unwrap();
         drop(srcs);
+        got
+    }
+
+    fn photo<T: EmuElement>(
+        &mut self,
+        which: i32,
+        planes: &[Vec<f32>],
+        params: &[PhotoParams],
+        launch: GfLaunch,
+    ) -> Vec<T> {
+        use super::stage::LaunchKind;
+        let k = &self.0;
+        let (host, _) = photo_scratch(planes, params, 0);
+        let scratch = k.upload(&host).unwrap();
+        let (_, descs) = photo_scratch(planes, params, k.address(&scratch));
+        let d_descs = k
+            .upload(bytemuck::cast_slice::<GfPhoto, u8>(&descs))
+            .unwrap();
+        let n = planes.first().map_or(0, Vec::len);
+        let mut d_out = k.zeros::<T>(n * planes.len()).unwrap();
+        // SAFETY: every descriptor's planes lie in `scratch` (uploaded
+        // above, two sets of n f32 per draw, apart) and its output inside
+        // `d_out`; both live until the download below waits for the stream;
+        // T is the element type of kernel `which`.
+        unsafe {
+            k.launch_any(
+                LaunchKind::Photo,
+                which as usize,
+                k.address(&d_descs),
+                launch,
+                &mut d_out,
+            )
+        }
+        .unwrap();
+        let got = k.download(&d_out).unwrap();
+        drop((scratch, d_descs));
         got
     }
 
@@ -354,6 +457,114 @@ fn upscaling<R: Runner>(r: &mut R) {
     all_dtypes(r, (64, 40), Layout::Nchw, true, true);
 }
 
+/// The photometric kernel against `photo_cpu` (issue 19): drawn parameters
+/// over every op, in every order, with gray, black and white pixels among
+/// random ones (the hue's special cases), for every dtype and layout.
+fn photometric<R: Runner>(r: &mut R) {
+    let settings = |value| Photometric {
+        jitter: Some(ColorJitter::new(0.8, 0.8, 0.8, 0.5, 0.9)),
+        grayscale: 0.3,
+        blur: Some(GaussianBlur::new(9, (0.1, 3.0), 0.5)),
+        solarize: Some(Solarize {
+            threshold: 0.5,
+            p: 0.4,
+        }),
+        erasing: Some(RandomErasing {
+            p: 0.6,
+            value,
+            ..RandomErasing::default()
+        }),
+    };
+    for (out_w, out_h) in [(17usize, 11usize), (24, 30)] {
+        let n = 3 * out_w * out_h;
+        let planes: Vec<Vec<f32>> = (0..12u32)
+            .map(|d| {
+                let img = image(out_w as u32, out_h as u32, 100 + d, d % 4 == 0);
+                let mut pl = vec![0.0f32; n];
+                for (i, px) in img.data.chunks_exact(3).enumerate() {
+                    for c in 0..3 {
+                        // Every fifth pixel black or white; the rest as drawn.
+                        let v = match i % 10 {
+                            0 => 0,
+                            5 => 255,
+                            _ => px[c],
+                        };
+                        pl[c * out_w * out_h + i] = f32::from(v) + 0.25 * c as f32;
+                    }
+                }
+                pl
+            })
+            .collect();
+        for value in [EraseValue::Random, EraseValue::Constant(0.5)] {
+            let params: Vec<PhotoParams> = (0..planes.len() as u64)
+                .map(|i| photo_params(&settings(value), 9, 0, i, 0, (out_w as u32, out_h as u32)))
+                .collect();
+            assert!(params.iter().all(PhotoParams::any));
+            for layout in [Layout::Nchw, Layout::Nhwc] {
+                let norm = Normalize::IMAGENET.fold();
+                photo_check::<u8, R>(r, &planes, &params, (out_w, out_h), layout, &Fma::IDENTITY);
+                photo_check::<f16, R>(r, &planes, &params, (out_w, out_h), layout, &norm);
+                photo_check::<bf16, R>(r, &planes, &params, (out_w, out_h), layout, &norm);
+                photo_check::<f32, R>(r, &planes, &params, (out_w, out_h), layout, &norm);
+            }
+        }
+    }
+}
+
+fn photo_check<T: EmuElement, R: Runner>(
+    r: &mut R,
+    planes: &[Vec<f32>],
+    params: &[PhotoParams],
+    (out_w, out_h): (usize, usize),
+    layout: Layout,
+    fma: &Fma,
+) {
+    use crate::augment::photo_cpu;
+    let n = 3 * out_w * out_h;
+    let mut want = vec![T::default(); n * planes.len()];
+    for (i, (pl, p)) in planes.iter().zip(params).enumerate() {
+        let mut pl = pl.clone();
+        photo_cpu::apply(p, out_w, out_h, &mut pl, &mut Vec::new());
+        photo_cpu::write(
+            p,
+            out_w,
+            out_h,
+            &pl,
+            layout,
+            fma,
+            &mut want[i * n..(i + 1) * n],
+        );
+    }
+    let launch = GfLaunch {
+        out_w: out_w as u32,
+        out_h: out_h as u32,
+        antialias: 0,
+        n_tiles: planes.len() as u32,
+        scale: fma.scale,
+        shift: fma.shift,
+    };
+    let which = T::BASE + if layout == Layout::Nchw { 0 } else { 1 };
+    let got: Vec<T> = r.photo(which, planes, params, launch);
+    let bad = got
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| {
+            if r.exact() {
+                g != w
+            } else {
+                !T::close(**g, **w)
+            }
+        })
+        .count();
+    assert_eq!(
+        bad,
+        0,
+        "photometric {}x{out_h} {layout:?} {}: {bad} elements differ",
+        out_w,
+        std::any::type_name::<T>()
+    );
+}
+
 /// One part of the test matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Matrix {
@@ -363,6 +574,8 @@ pub enum Matrix {
     Nhwc,
     /// Output larger than every crop.
     Upscaling,
+    /// The photometric kernel (issue 19).
+    Photometric,
 }
 
 fn run_matrix<R: Runner>(m: Matrix, r: &mut R) {
@@ -370,6 +583,7 @@ fn run_matrix<R: Runner>(m: Matrix, r: &mut R) {
         Matrix::Nchw => nchw(r),
         Matrix::Nhwc => nhwc(r),
         Matrix::Upscaling => upscaling(r),
+        Matrix::Photometric => photometric(r),
     }
 }
 
