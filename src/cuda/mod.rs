@@ -48,13 +48,27 @@ pub struct DeviceInfo {
     pub compute_capability: (u32, u32),
 }
 
+/// Whether libcuda can be loaded. cudarc panics on its first call without
+/// it, so every entry point asks this first.
+#[cfg(not(feature = "candle-cuda"))]
+fn driver_present() -> bool {
+    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it;
+    // it touches no CUDA state.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// With `candle-cuda`, candle has cudarc link libcuda at build time
+/// (its `dynamic-linking`): a process that started has the library.
+#[cfg(feature = "candle-cuda")]
+fn driver_present() -> bool {
+    true
+}
+
 /// The devices the driver can see; an error that says why when there are
 /// none to be had (no driver library, driver init failure, no device).
 pub fn devices() -> Result<Vec<DeviceInfo>> {
     use cudarc::driver::{result, sys};
-    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it;
-    // it touches no CUDA state.
-    if !unsafe { sys::is_culib_present() } {
+    if !driver_present() {
         return Err(Error::Device(
             "libcuda not found: no NVIDIA driver on this machine".into(),
         ));

@@ -59,8 +59,15 @@ impl Cubin {
 
 /// Whether `libnvrtc` can be loaded.
 pub fn available() -> bool {
+    // With `candle-cuda`, libnvrtc is linked at build time (candle's
+    // cudarc `dynamic-linking`): present if the process started.
+    #[cfg(feature = "candle-cuda")]
+    return true;
     // SAFETY: only tries to dlopen the library by its candidate names.
-    unsafe { sys::is_culib_present() }
+    #[cfg(not(feature = "candle-cuda"))]
+    unsafe {
+        sys::is_culib_present()
+    }
 }
 
 /// NVRTC's `(major, minor)` version.

@@ -45,6 +45,18 @@ impl OutBuf {
         })
     }
 
+    /// A zeroed buffer of the same type and length on the same stream: what
+    /// a slot gets back when its buffer leaves with a framework's tensor.
+    pub(crate) fn replacement(&self) -> Result<OutBuf> {
+        let (stream, dtype, len) = match self {
+            OutBuf::U8(s) => (s.stream(), DType::U8, s.len()),
+            OutBuf::F16(s) => (s.stream(), DType::F16, s.len()),
+            OutBuf::BF16(s) => (s.stream(), DType::BF16, s.len()),
+            OutBuf::F32(s) => (s.stream(), DType::F32, s.len()),
+        };
+        OutBuf::alloc(stream, dtype, len)
+    }
+
     pub(crate) fn num_bytes(&self) -> usize {
         match self {
             OutBuf::U8(s) => s.num_bytes(),

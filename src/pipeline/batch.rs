@@ -189,6 +189,20 @@ impl Tensor {
         }
     }
 
+    /// The device buffer, for a framework tensor to own from now on; a
+    /// fresh one of the same size takes its place, so the slot goes back
+    /// whole when the batch is dropped. `None` for a host tensor.
+    #[cfg_attr(not(feature = "candle-cuda"), allow(dead_code))]
+    pub(crate) fn take_cuda(&mut self) -> Result<Option<OutBuf>> {
+        match &mut self.storage {
+            Storage::Cuda(b) => {
+                let fresh = b.replacement()?;
+                Ok(Some(std::mem::replace(b, fresh)))
+            }
+            Storage::Host(_) => Ok(None),
+        }
+    }
+
     /// The CUDA device holding the elements, for a device tensor.
     pub(crate) fn device_ordinal(&self) -> Option<usize> {
         match &self.storage {
