@@ -51,18 +51,7 @@ pub fn kernel_bandwidth(
     size: usize,
     iters: usize,
 ) -> Result<KernelBench> {
-    if images.is_empty() || batch == 0 || iters == 0 {
-        return Err(Error::Config(
-            "kernel_bandwidth needs images, batch and iters".into(),
-        ));
-    }
-    let k = AugmentKernels::new(index)?;
-    let dev = super::devices()?.swap_remove(index);
-    let drv = |what: &str, e: cudarc::driver::DriverError| Error::Device(format!("{what}: {e:?}"));
-    let srcs = images
-        .iter()
-        .map(|img| k.upload(&img.data))
-        .collect::<Result<Vec<_>>>()?;
+    let (k, device, srcs) = setup("kernel_bandwidth", index, images, batch, iters)?;
     let n = 3 * size * size;
     let mut tiles = Vec::with_capacity(batch);
     let mut read = 0u64;
@@ -101,22 +90,12 @@ pub fn kernel_bandwidth(
         scale: fma.scale,
         shift: fma.shift,
     };
-    let which = F16_NCHW;
-    let run = |out: &mut cudarc::driver::CudaSlice<f16>| {
+    let kernel_ms = time_ms(&k, iters, || {
         // SAFETY: every tile's src is an uploaded image of pitch * height
         // bytes alive in `srcs` for this whole function; dst offsets stay
         // inside `out` (batch * n f16 elements); kernel 2 writes f16.
-        unsafe { k.launch(which, &d_tiles, launch, out) }
-    };
-    run(&mut out)?;
-    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    for _ in 0..iters {
-        run(&mut out)?;
-    }
-    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    end.synchronize().map_err(|e| drv("sync", e))?;
-    let kernel_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64;
+        unsafe { k.launch(F16_NCHW, &d_tiles, launch, &mut out) }
+    })?;
     let written = (batch * n * 2) as u64;
     let bytes_per_launch = read + written;
 
@@ -124,22 +103,12 @@ pub fn kernel_bandwidth(
     let copy_bytes = 256usize << 20;
     let a = k.zeros::<u8>(copy_bytes)?;
     let mut b = k.zeros::<u8>(copy_bytes)?;
-    k.stream
-        .memcpy_dtod(&a, &mut b)
-        .map_err(|e| drv("copy", e))?;
-    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    let copies = 10;
-    for _ in 0..copies {
-        k.stream
-            .memcpy_dtod(&a, &mut b)
-            .map_err(|e| drv("copy", e))?;
-    }
-    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    end.synchronize().map_err(|e| drv("sync", e))?;
-    let copy_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / copies as f64;
+    let copy_ms = time_ms(&k, 10, || {
+        k.stream.memcpy_dtod(&a, &mut b).map_err(|e| drv("copy", e))
+    })?;
     drop(srcs);
     Ok(KernelBench {
-        device: dev.name,
+        device,
         arch: k.arch.clone(),
         batch,
         kernel_ms,
@@ -148,6 +117,48 @@ pub fn kernel_bandwidth(
         copy_gbps: (2 * copy_bytes) as f64 / (copy_ms * 1e6),
         images_per_s: batch as f64 / (kernel_ms / 1e3),
     })
+}
+
+fn drv(what: &str, e: cudarc::driver::DriverError) -> Error {
+    Error::Device(format!("{what}: {e:?}"))
+}
+
+/// What every kernel benchmark starts from: the kernels on device `index`,
+/// its name, and `images` uploaded (checked to be there, with a batch and
+/// iterations to time; `what` names the benchmark in the error).
+fn setup(
+    what: &str,
+    index: usize,
+    images: &[Image],
+    batch: usize,
+    iters: usize,
+) -> Result<(AugmentKernels, String, Vec<cudarc::driver::CudaSlice<u8>>)> {
+    if images.is_empty() || batch == 0 || iters == 0 {
+        return Err(Error::Config(format!(
+            "{what} needs images, batch and iters"
+        )));
+    }
+    let k = AugmentKernels::new(index)?;
+    let name = super::devices()?.swap_remove(index).name;
+    let srcs = images
+        .iter()
+        .map(|img| k.upload(&img.data))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((k, name, srcs))
+}
+
+/// Mean milliseconds per call of `run` on `k`'s stream over `iters` calls
+/// timed with CUDA events, after one untimed warm-up call.
+fn time_ms(k: &AugmentKernels, iters: usize, mut run: impl FnMut() -> Result<()>) -> Result<f64> {
+    run()?;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    for _ in 0..iters {
+        run()?;
+    }
+    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    end.synchronize().map_err(|e| drv("sync", e))?;
+    Ok(start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64)
 }
 
 /// What [`recipe_time`] measured: the device work of one batch of a
@@ -184,18 +195,7 @@ pub fn recipe_time(
     use super::desc::GfPhoto;
     use super::stage::LaunchKind;
     use crate::augment::photo::photo_params;
-    if images.is_empty() || batch == 0 || iters == 0 {
-        return Err(Error::Config(
-            "recipe_time needs images, batch and iters".into(),
-        ));
-    }
-    let k = AugmentKernels::new(index)?;
-    let dev = super::devices()?.swap_remove(index);
-    let drv = |what: &str, e: cudarc::driver::DriverError| Error::Device(format!("{what}: {e:?}"));
-    let srcs = images
-        .iter()
-        .map(|img| k.upload(&img.data))
-        .collect::<Result<Vec<_>>>()?;
+    let (k, device, srcs) = setup("recipe_time", index, images, batch, iters)?;
     let fma = recipe
         .normalize
         .map_or(crate::augment::Fma::IDENTITY, Normalize::fold);
@@ -298,7 +298,7 @@ pub fn recipe_time(
     }
     let mut scratch = scratch;
     let launches = bufs.iter().flatten().filter(|b| b.is_some()).count();
-    let mut run = |lists: &mut Vec<Lists>| -> Result<()> {
+    let batch_ms = time_ms(&k, iters, || {
         for (l, row) in lists.iter_mut().zip(&bufs) {
             // SAFETY: every tile's src is an uploaded image alive in `srcs`
             // for this whole function; fused tiles write inside their
@@ -320,19 +320,10 @@ pub fn recipe_time(
             }
         }
         Ok(())
-    };
-    run(&mut lists)?;
-    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    for _ in 0..iters {
-        run(&mut lists)?;
-    }
-    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    end.synchronize().map_err(|e| drv("sync", e))?;
-    let batch_ms = start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64;
+    })?;
     drop((alive_tiles, alive_descs, srcs));
     Ok(RecipeBench {
-        device: dev.name,
+        device,
         batch,
         draws,
         photo_draws,
