@@ -277,7 +277,7 @@ pub(crate) fn seed_bytes(seed: u64, epoch: u64, index: u64, stream: u64) -> [u8;
     out
 }
 
-fn splitmix(state: &mut u64) -> u64 {
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -167,6 +167,9 @@ pub(crate) struct Resampler {
     rows: Vec<f32>,
     /// One vertically filtered output row.
     line: Vec<f32>,
+    /// A draw's f32 planes and the blur's rows, for the photometric ops
+    /// (`photo_cpu.rs`): kept, so that they stop growing at the largest view.
+    pub(crate) photo: (Vec<f32>, Vec<f32>),
 }
 
 /// Output geometry and value mapping of one view.

@@ -120,11 +120,7 @@ fn jitter_plane(op: u8, f: f32, planes: &mut [f32], n: usize, mean: f32) {
 /// erased with seed `seed`: Box–Muller on two 24-bit uniforms from
 /// SplitMix64, `sqrt(−2 ln u1) · cos(2π u2)` with `u1` in `(0, 1]`.
 pub(crate) fn erase_noise(seed: u64, idx: u64) -> f32 {
-    let mut z =
-        (seed ^ idx.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = crate::sampler::splitmix(&mut (seed ^ idx.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
     let u1 = ((z >> 40) + 1) as f32 * (1.0 / 16_777_216.0);
     let u2 = ((z >> 16) & 0xFF_FFFF) as f32 * (1.0 / 16_777_216.0);
     (-2.0 * u1.ln()).sqrt() * (6.283_185_5 * u2).cos()
@@ -189,23 +185,11 @@ pub(crate) fn apply(
     if !taps.is_empty() {
         tmp.clear();
         tmp.resize(3 * n, 0.0);
+        // Rows of every plane into `tmp`, then columns back.
+        blur_pass(planes, tmp, width, height * 3, taps, true);
         for c in 0..3 {
-            blur_pass(
-                &planes[c * n..][..n],
-                &mut tmp[c * n..][..n],
-                width,
-                height,
-                taps,
-                true,
-            );
-            blur_pass(
-                &tmp[c * n..][..n],
-                &mut planes[c * n..][..n],
-                width,
-                height,
-                taps,
-                false,
-            );
+            let (src, dst) = (&tmp[c * n..][..n], &mut planes[c * n..][..n]);
+            blur_pass(src, dst, width, height, taps, false);
         }
     }
 }

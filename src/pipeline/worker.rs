@@ -517,14 +517,15 @@ fn photo_on_cpu(
 ) {
     use crate::augment::photo_cpu;
     let (w, h) = (spec.width, spec.height);
-    let mut planes = vec![0.0f32; 3 * w * h];
+    let (mut planes, mut tmp) = std::mem::take(&mut resampler.photo);
+    planes.resize(3 * w * h, 0.0);
     let plain = OutSpec {
         layout: crate::augment::Layout::Nchw,
         fma: &crate::augment::Fma::IDENTITY,
         ..spec
     };
     resampler.run(img, p, plain, &mut planes);
-    photo_cpu::apply(&p.photo, w, h, &mut planes, &mut Vec::new());
+    photo_cpu::apply(&p.photo, w, h, &mut planes, &mut tmp);
     let (layout, fma) = (spec.layout, spec.fma);
     match data {
         TensorData::U8(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
@@ -532,4 +533,5 @@ fn photo_on_cpu(
         TensorData::BF16(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
         TensorData::F32(v) => photo_cpu::write(&p.photo, w, h, &planes, layout, fma, &mut v[r]),
     }
+    resampler.photo = (planes, tmp);
 }
