@@ -13,10 +13,11 @@
 //! * cutmix: inside the box, `x_i ← x_j` (both ways: a swap).
 
 use rand_chacha::ChaCha8Rng;
-use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::rand_core::SeedableRng;
 
 use super::Layout;
 use super::cpu::Element;
+use super::params::unit;
 use crate::sampler::{seed_bytes, uniform_below};
 
 /// timm `Mixup(mixup_alpha, cutmix_alpha, prob, switch_prob, mode="batch",
@@ -89,10 +90,6 @@ impl MixParams {
     pub(crate) fn mixes(&self) -> bool {
         self.lam != 1.0
     }
-}
-
-fn unit(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Standard normal (Box–Muller, the cosine half).

@@ -94,11 +94,11 @@ pub(crate) struct SampleParams {
 }
 
 /// A uniform draw in `[0, 1)` with 53 random bits.
-fn unit(rng: &mut ChaCha8Rng) -> f64 {
+pub(crate) fn unit(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
+pub(crate) fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * unit(rng)
 }
 

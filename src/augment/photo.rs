@@ -22,6 +22,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
+use super::params::{uniform, unit};
 use crate::sampler::{seed_bytes, uniform_below};
 
 /// torchvision `ColorJitter(brightness, contrast, saturation, hue)`, applied
@@ -294,15 +295,6 @@ impl PhotoParams {
             &self.taps[..=self.radius as usize]
         }
     }
-}
-
-/// A uniform draw in `[0, 1)` with 53 random bits.
-fn unit(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
-    lo + (hi - lo) * unit(rng)
 }
 
 fn happens(rng: &mut ChaCha8Rng, p: f32) -> bool {
