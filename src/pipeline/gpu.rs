@@ -679,7 +679,7 @@ impl DeviceStage {
             let at = scratch_at
                 .ok_or_else(|| Error::Device("photometric draws without a scratch".into()))?;
             let end = l.tiles_at + l.tiles;
-            self.pack_photo(cfg, &photo, at, host, &mut tiles_at, end, &mut launches)?;
+            photo::pack(cfg, &photo, at, host, &mut tiles_at, end, &mut launches)?;
         }
         if let (Some((m, _)), Some(ls)) = (mix.filter(|m| m.0.mixes()), labels) {
             let v = &cfg.views[0];

@@ -8,7 +8,7 @@
 //! before has read it. Draws whose ops all came out "off" take the fused
 //! path like any other.
 
-use super::{DeviceStage, MAX_TILES_PER_LAUNCH, kernel_index};
+use super::{MAX_TILES_PER_LAUNCH, kernel_index};
 use crate::augment::photo::PhotoParams;
 use crate::cuda::desc::{GfLaunch, GfPhoto, GfTile};
 use crate::cuda::stage::{LaunchKind, StageLaunch};
@@ -50,46 +50,43 @@ pub(super) fn scratch_len(cfg: &Config) -> Option<usize> {
 /// The descriptors of one round, per view.
 type Round = Vec<Vec<(GfTile, GfPhoto)>>;
 
-impl DeviceStage {
-    /// Append the launches of the photometric draws `draws` (per view: the
-    /// tile as the fused path would run it, and the draw's ops), writing
-    /// their descriptors into `host` from `*tiles_at` up to `end`.
-    /// `scratch` is the scratch's device address and length in f32.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn pack_photo(
-        &self,
-        cfg: &Config,
-        draws: &[Vec<(GfTile, PhotoParams)>],
-        (base, len): (u64, usize),
-        host: &mut [u8],
-        tiles_at: &mut usize,
-        end: usize,
-        launches: &mut Vec<StageLaunch>,
-    ) -> Result<()> {
-        let mut round: Round = vec![Vec::new(); cfg.views.len()];
-        let mut used = 0usize;
-        for (v, view) in cfg.views.iter().enumerate() {
-            let n = 3 * view.width * view.height;
-            for (tile, pp) in &draws[v] {
-                if used + 2 * n > len {
-                    emit(cfg, &mut round, host, tiles_at, end, launches)?;
-                    used = 0;
-                }
-                if 2 * n > len {
-                    return Err(Error::Device(
-                        "photometric scratch smaller than one draw (stage bug)".into(),
-                    ));
-                }
-                let mut t = *tile;
-                t.dst = used as u64;
-                let at = |k: usize| base + 4 * k as u64;
-                let d = GfPhoto::new(at(used), at(used + n), tile.dst, pp);
-                round[v].push((t, d));
-                used += 2 * n;
+/// Append the launches of the photometric draws `draws` (per view: the
+/// tile as the fused path would run it, and the draw's ops), writing
+/// their descriptors into `host` from `*tiles_at` up to `end`.
+/// `(base, len)`: the scratch's device address and length in f32.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack(
+    cfg: &Config,
+    draws: &[Vec<(GfTile, PhotoParams)>],
+    (base, len): (u64, usize),
+    host: &mut [u8],
+    tiles_at: &mut usize,
+    end: usize,
+    launches: &mut Vec<StageLaunch>,
+) -> Result<()> {
+    let mut round: Round = vec![Vec::new(); cfg.views.len()];
+    let mut used = 0usize;
+    for (v, view) in cfg.views.iter().enumerate() {
+        let n = 3 * view.width * view.height;
+        for (tile, pp) in &draws[v] {
+            if used + 2 * n > len {
+                emit(cfg, &mut round, host, tiles_at, end, launches)?;
+                used = 0;
             }
+            if 2 * n > len {
+                return Err(Error::Device(
+                    "photometric scratch smaller than one draw (stage bug)".into(),
+                ));
+            }
+            let mut t = *tile;
+            t.dst = used as u64;
+            let at = |k: usize| base + 4 * k as u64;
+            let d = GfPhoto::new(at(used), at(used + n), tile.dst, pp);
+            round[v].push((t, d));
+            used += 2 * n;
         }
-        emit(cfg, &mut round, host, tiles_at, end, launches)
     }
+    emit(cfg, &mut round, host, tiles_at, end, launches)
 }
 
 /// Write `items` as descriptors at `*at` (below `end`) and launch them in
