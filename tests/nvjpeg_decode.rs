@@ -471,11 +471,13 @@ fn damaged_files_are_told_apart() -> Outcome {
 
 /// The nvJPEG route's pixels are a function of the seed, not of thread
 /// counts: which worker runs a host phase, whether a pooled decoder was
-/// free or the batch thread decoded the sample itself, must not show.
-/// Every route at shares 0 and 0.5, one worker against six, byte for byte.
+/// free or the batch thread decoded the sample itself, how many batches
+/// decode at once (issue 16), must not show. Every route at shares 0, 0.5
+/// and 1: one worker and one batch in flight against six workers and four
+/// batches in flight, byte for byte.
 fn nvjpeg_route_is_independent_of_thread_counts() -> Outcome {
     need_gpu()?;
-    for share in [0.0, 0.5] {
+    for share in [0.0, 0.5, 1.0] {
         let run = |workers: usize| {
             let mut p = Pipeline::builder()
                 .source(gpufeed::Source::image_folder(common::sample_dir()).unwrap())
@@ -483,6 +485,7 @@ fn nvjpeg_route_is_independent_of_thread_counts() -> Outcome {
                 .gpu_decode(true)
                 .hardware_decode_share(share)
                 .workers(workers)
+                .batches_in_flight(if workers == 1 { 1 } else { 4 })
                 .batch_size(8)
                 .output_size(64, 64)
                 .dtype(gpufeed::DType::U8)

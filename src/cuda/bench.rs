@@ -341,7 +341,7 @@ pub fn recipe_time(
 /// phases on the calling thread (the batch thread).
 pub struct DecodeBench {
     engine: super::stage::CudaEngine,
-    slot: super::stage::CudaSlot,
+    arena: super::stage::CudaArena,
     route: super::stage::NvRoute,
     /// Compressed bytes, width and height of each distinct image.
     jpegs: Vec<(Vec<u8>, u32, u32, bool)>,
@@ -403,15 +403,16 @@ impl DecodeBench {
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         let arena: usize = sizes.iter().cycle().take(batch).sum();
         let engine = super::stage::CudaEngine::new(index)?;
-        let (slot, _) = engine.alloc_slot(1, arena, (batch, 0), &[])?;
+        let arena = engine.alloc_arena(arena)?;
         let cpu = crate::decode::CpuDecoder::new(false);
-        let route = super::stage::NvRoute::new(&engine, hardware_share, batch, cpu)?;
+        // One batch at a time: one engine lane.
+        let route = super::stage::NvRoute::new(&engine, hardware_share, batch, 1, cpu)?;
         let pool = crate::decode::nvjpeg::DecoderPool::new(engine.context(), batch + 1)?;
         Ok(DecodeBench {
             threads,
             pool,
             engine,
-            slot,
+            arena,
             route,
             jpegs,
             batch,
@@ -478,7 +479,7 @@ impl DecodeBench {
                 if let Some(lease) = lease {
                     let size = (j.width, j.height);
                     self.engine
-                        .decode_staged(&mut self.slot, j.at, size, None, lease)?;
+                        .decode_staged(&self.arena, j.at, size, None, lease)?;
                     self.counts.cuda += 1;
                     // nvJPEG copied what it needs in the host phase.
                     self.jpegs[(first + k) % n].0 = std::mem::take(&mut j.bytes);
@@ -488,11 +489,10 @@ impl DecodeBench {
             rest.push(j);
             rest_at.push(k);
         }
-        let out =
+        let (out, back) =
             self.engine
-                .decode_jpegs(&mut self.slot, rest, &mut self.route, &mut self.counts)?;
+                .decode_jpegs(&mut self.arena, rest, &mut self.route, &mut self.counts)?;
         // Give the bytes back to their images for the next round.
-        let back = self.slot.take_jpegs(&self.engine)?;
         for (&k, bytes) in rest_at.iter().zip(back) {
             self.jpegs[(first + k) % n].0 = bytes;
         }

@@ -17,6 +17,7 @@ pub(crate) mod desc;
 pub(crate) mod emu;
 #[doc(hidden)]
 pub mod kernel_check;
+pub(crate) mod lanes;
 pub(crate) mod launch;
 pub mod nvrtc;
 pub(crate) mod stage;

@@ -164,10 +164,6 @@ impl Drop for Pinned {
 pub(crate) struct CudaSlot {
     pinned: Pinned,
     staging: CudaSlice<u8>,
-    /// Where nvJPEG writes decoded images (RGB interleaved) for the kernel.
-    arena: CudaSlice<u8>,
-    /// Compressed bytes handed to nvJPEG, kept until `ready` completes.
-    jpegs: Vec<Vec<u8>>,
     labels: CudaSlice<u32>,
     /// Mixup's soft labels (issue 19): `batch × classes`, or 1 unused.
     soft: CudaSlice<f32>,
@@ -203,29 +199,13 @@ impl CudaSlot {
     }
 
     pub(crate) fn device_bytes(&self) -> usize {
-        self.staging.num_bytes()
-            + self.arena.num_bytes()
-            + self.labels.num_bytes()
-            + self.soft.num_bytes()
+        self.staging.num_bytes() + self.labels.num_bytes() + self.soft.num_bytes()
     }
 
-    /// Wait for everything enqueued so far, then hand back the compressed
-    /// bytes the slot kept alive (the decode benchmark reuses them).
-    pub(crate) fn take_jpegs(&mut self, engine: &CudaEngine) -> Result<Vec<Vec<u8>>> {
-        engine
-            .k
-            .stream
-            .synchronize()
-            .map_err(drv("wait for decodes"))?;
-        Ok(std::mem::take(&mut self.jpegs))
-    }
-
-    /// Wait for the slot's last work, then forget the compressed bytes it
-    /// kept alive for it.
+    /// Wait for the slot's last work.
     pub(crate) fn recycle(&mut self) -> Result<()> {
         self.ready.synchronize().map_err(drv("wait for slot"))?;
         self.host_free = true;
-        self.jpegs.clear();
         Ok(())
     }
 }
@@ -234,6 +214,43 @@ impl Drop for CudaSlot {
     fn drop(&mut self) {
         // The pinned buffer may still be the source of an async copy.
         let _ = self.ready.synchronize();
+    }
+}
+
+/// Where nvJPEG writes one decode group's images (RGB interleaved) for the
+/// kernel (issue 16, item 1): a few exist, so that the engine decodes the
+/// next batch into one while the kernel reads the last from another.
+pub(crate) struct CudaArena {
+    buf: CudaSlice<u8>,
+    /// Recorded on the stage's stream after the last launch that reads the
+    /// arena. The host waits on it before the arena takes new decodes: the
+    /// engine writes from a stream of its own, and the H100's hardware path
+    /// is reported not to honour stream order alone (issue 16, item 3b).
+    released: CudaEvent,
+    recorded: bool,
+}
+
+impl std::fmt::Debug for CudaArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaArena")
+            .field("bytes", &self.buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaArena {
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Drop for CudaArena {
+    fn drop(&mut self) {
+        // Launches may still read it; the free below is stream-ordered on
+        // the stage's stream, but the engine's is not.
+        if self.recorded {
+            let _ = self.released.synchronize();
+        }
     }
 }
 
@@ -302,7 +319,6 @@ impl CudaEngine {
     pub(crate) fn alloc_slot(
         &self,
         staging: usize,
-        arena: usize,
         (batch, soft): (usize, usize),
         outs: &[(DType, usize)],
     ) -> Result<(CudaSlot, Vec<OutBuf>)> {
@@ -311,9 +327,6 @@ impl CudaEngine {
         let staging = s
             .alloc_zeros::<u8>(staging)
             .map_err(drv("allocate staging"))?;
-        let arena = s
-            .alloc_zeros::<u8>(arena.max(1))
-            .map_err(drv("allocate decode arena"))?;
         let labels = s
             .alloc_zeros::<u32>(batch)
             .map_err(drv("allocate labels"))?;
@@ -329,14 +342,60 @@ impl CudaEngine {
         let slot = CudaSlot {
             pinned,
             staging,
-            arena,
-            jpegs: Vec::new(),
             labels,
             soft,
             ready,
             host_free: false,
         };
         Ok((slot, outs))
+    }
+
+    /// A decode arena of `bytes`.
+    pub(crate) fn alloc_arena(&self, bytes: usize) -> Result<CudaArena> {
+        let mut arena = CudaArena {
+            buf: self
+                .k
+                .stream
+                .alloc_zeros::<u8>(bytes.max(1))
+                .map_err(drv("allocate decode arena"))?,
+            released: super::host_wait_event(&self.k.ctx).map_err(drv("event"))?,
+            recorded: false,
+        };
+        // The zeroing is queued on the stage's stream; the engine writes
+        // from its own, so its first use waits for it like any other.
+        self.release_arena(&mut arena)?;
+        Ok(arena)
+    }
+
+    /// Mark the end of the reads of `arena` queued so far on the stage's
+    /// stream (the launches that read its images).
+    pub(crate) fn release_arena(&self, arena: &mut CudaArena) -> Result<()> {
+        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        arena
+            .released
+            .record(&self.k.stream)
+            .map_err(drv("record arena event"))?;
+        arena.recorded = true;
+        Ok(())
+    }
+
+    /// Wait (a blocking sync, not a spin) until the launches that read
+    /// `arena` last have finished, so that new decodes may write it.
+    pub(crate) fn reuse_arena(&self, arena: &mut CudaArena) -> Result<()> {
+        if arena.recorded {
+            arena
+                .released
+                .synchronize()
+                .map_err(drv("wait for arena"))?;
+            arena.recorded = false;
+        }
+        Ok(())
+    }
+
+    /// Wait for everything queued on the stage's stream (the decode
+    /// benchmark's end of a batch).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.k.stream.synchronize().map_err(drv("wait for stream"))
     }
 
     /// The slot's host staging, once the device has finished reading it.
@@ -499,4 +558,4 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
 mod nvroute;
 #[cfg(feature = "kernel-emu")]
 pub(crate) use nvroute::decode_on_cpu;
-pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts};
+pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

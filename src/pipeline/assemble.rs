@@ -9,7 +9,7 @@
 //! they enter a batch, so the same `(seed, epoch)` gives byte-identical
 //! batches whatever the thread counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -17,11 +17,13 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::batch::{Batch, Storage, Tensor, TensorData};
 use super::builder::OnError;
-use super::gpu::{DeviceStage, Slot};
+use super::gpu::{DeviceStage, Group, Slot};
+use super::handoff::Jpeg;
 use super::stats::Counters;
 use super::trace::Arg;
 use super::worker::{Done, Output, Shared, Task};
 use crate::augment::Layout;
+use crate::cuda::stage::RouteCounts;
 use crate::error::{Error, Result, SampleError};
 use crate::sampler::Sampler;
 
@@ -73,6 +75,13 @@ pub(super) fn assembler_loop(a: Assembler, starts: Receiver<Start>) {
 }
 
 /// The batch thread's state for one epoch.
+///
+/// Samples enter `queue` in sampler order as workers finish them and leave
+/// it, in the same order, for their batch positions. On the device stage
+/// an nvJPEG-route sample waits there until its decode group is collected
+/// (issue 16, item 1): the groups of the next batches decode meanwhile,
+/// and a sample that fails moves the later ones up a position, as on the
+/// CPU backend.
 struct Assembly<'a> {
     p: &'a Assembler,
     out: Sender<Msg>,
@@ -83,20 +92,44 @@ struct Assembly<'a> {
     order: Vec<u32>,
     /// Next position of `order` to dispatch.
     dispatched: usize,
-    /// Next position to assemble.
+    /// Next position to take into `queue`.
     assembled: usize,
     in_flight: usize,
     pending: BTreeMap<usize, Done>,
     current: Option<Partial>,
-    /// The first good sample after a full batch, held for the next batch.
-    carry: Option<Done>,
+    queue: VecDeque<Waiting>,
+    /// Device stage: decode groups, oldest first; the last may be open.
+    groups: VecDeque<Group>,
+    /// An nvJPEG sample that found every decode arena in use while a
+    /// finished batch waited to be sent: later samples wait behind it.
+    held: Option<(Jpeg, Meta)>,
+    /// Finished batches, in order, not yet sent.
+    ready: VecDeque<Batch>,
+    /// The epoch's last batch has been made.
+    ended: bool,
 }
 
-/// A device-stage sample waiting for its batch position.
+/// Who a sample is.
+struct Meta {
+    label: u32,
+    path: std::path::PathBuf,
+    index: u32,
+    /// Its position in the epoch's order.
+    seq: usize,
+}
+
+/// A sample waiting for its batch position.
+struct Waiting {
+    what: Pending,
+    meta: Meta,
+}
+
 enum Pending {
     /// Decoded (and possibly augmented) by a worker.
     Ready(Output),
-    /// Compressed, in the slot's nvJPEG queue.
+    /// Failed on the worker.
+    Failed(SampleError),
+    /// The next sample of the oldest decode group.
     Jpeg,
 }
 
@@ -106,8 +139,6 @@ struct Partial {
     data: Vec<TensorData>,
     /// The device slot being staged (device stage).
     slot: Option<Slot>,
-    /// Device stage: samples taken but not yet given a batch position.
-    tentative: Vec<(Pending, (u32, std::path::PathBuf, u32))>,
     labels: Vec<u32>,
     keys: Vec<std::path::PathBuf>,
     indices: Vec<u32>,
@@ -133,7 +164,11 @@ impl<'a> Assembly<'a> {
             in_flight: 0,
             pending: BTreeMap::new(),
             current: None,
-            carry: None,
+            queue: VecDeque::new(),
+            groups: VecDeque::new(),
+            held: None,
+            ready: VecDeque::new(),
+            ended: false,
         }
     }
 
@@ -201,7 +236,6 @@ impl<'a> Assembly<'a> {
             self.current = Some(Partial {
                 data,
                 slot,
-                tentative: Vec::new(),
                 labels: Vec::with_capacity(cfg.batch_size),
                 keys: Vec::with_capacity(cfg.batch_size),
                 indices: Vec::with_capacity(cfg.batch_size),
@@ -211,38 +245,247 @@ impl<'a> Assembly<'a> {
         Ok(self.current.as_mut().expect("set above"))
     }
 
-    /// Move one finished sample (in order) into the current batch. Returns an
-    /// error under [`OnError::Fail`].
+    /// Queue one finished sample (in order), and place what can be placed.
     fn take(&mut self, done: Done) -> Result<()> {
         let sample = &self.p.shared.source.samples()[done.index as usize];
-        let (path, label) = (sample.path.clone(), sample.label);
+        let meta = Meta {
+            label: sample.label,
+            path: sample.path.clone(),
+            index: done.index,
+            seq: done.seq,
+        };
         let result = done.result.unwrap_or_else(|| {
             Err(SampleError::Panic(
                 "task of a cancelled epoch delivered".into(),
             ))
         });
-        let output = match result {
-            Ok(output) => output,
-            Err(e) => return self.fail(e, path),
+        let what = match result {
+            Err(e) => Pending::Failed(e),
+            Ok(Output::Jpeg(j)) => {
+                if let Some(j) = self.put_jpeg(j)? {
+                    self.held = Some((j, meta));
+                    return Ok(());
+                }
+                Pending::Jpeg
+            }
+            Ok(output) => Pending::Ready(output),
         };
-        self.partial()?;
-        if self.p.stage.is_some() {
-            return self.take_device(output, (label, path, done.index));
+        self.queue.push_back(Waiting { what, meta });
+        self.queued_one()
+    }
+
+    /// After a sample joined the queue: seal the open decode group where a
+    /// batch would end if nothing fails (so the engine gets a batch's
+    /// images per call), place what is decoded, and keep the queue within
+    /// the batches allowed in flight.
+    fn queued_one(&mut self) -> Result<()> {
+        let cfg = &self.p.shared.config;
+        let filled = self.current.as_ref().map_or(0, |p| p.labels.len()) + self.queue.len();
+        if let (Some(stage), Some(g)) = (&self.p.stage, self.groups.back_mut())
+            && !g.sealed()
+            && g.len() > 0
+            && (filled.is_multiple_of(cfg.batch_size) || g.len() >= cfg.batch_size)
+        {
+            let mut counts = RouteCounts::default();
+            stage.seal(g, &mut counts)?;
+            self.count(counts);
         }
-        let part = self.current.as_mut().expect("partial() made it");
+        self.advance(false)?;
+        let bound = cfg.in_flight * cfg.batch_size;
+        while self.queue.len() > bound && self.advance(true)? {}
+        Ok(())
+    }
+
+    fn count(&self, c: RouteCounts) {
+        let k = &self.p.shared.counters;
+        Counters::add(&k.decoded_hardware, c.hardware);
+        Counters::add(&k.decoded_cuda, c.cuda);
+        Counters::add(&k.decoded_cpu_fallback, c.cpu);
+    }
+
+    /// Put an nvJPEG-route sample into the open decode group, opening one
+    /// when it does not fit. Gives the sample back when every arena is in
+    /// use and a finished batch must go to the trainer before one frees.
+    fn put_jpeg(&mut self, j: Jpeg) -> Result<Option<Jpeg>> {
+        let stage = self
+            .p
+            .stage
+            .clone()
+            .ok_or_else(|| Error::Worker("an nvJPEG sample without a device stage".into()))?;
+        let t0 = std::time::Instant::now();
+        if !self.groups.back().is_some_and(|g| stage.group_fits(g, &j)) {
+            if let Some(g) = self.groups.back_mut() {
+                let mut counts = RouteCounts::default();
+                stage.seal(g, &mut counts)?;
+                self.count(counts);
+            }
+            loop {
+                self.retire_done();
+                if let Some(g) = stage.open_group()? {
+                    self.groups.push_back(g);
+                    break;
+                }
+                if !self.ready.is_empty() {
+                    return Ok(Some(j));
+                }
+                // Every arena is in use: place the oldest group's samples
+                // (waiting for it), or launch what the batch being filled
+                // read from arenas, so they free.
+                if !self.advance(true)? && !self.flush_current()? {
+                    return Err(Error::Device("no decode arena frees (stage bug)".into()));
+                }
+            }
+        }
+        let g = self.groups.back_mut().expect("pushed above");
+        let mut counts = RouteCounts::default();
+        stage.put_jpeg(g, j, &mut counts)?;
+        self.count(counts);
+        if let Some(t) = &self.p.shared.trace {
+            t.span("device: put JPEG", t0, Arg::None);
+        }
+        Ok(None)
+    }
+
+    /// Give back the arenas of the oldest groups whose samples are all
+    /// placed: to the batch being filled, whose tiles may read them.
+    fn retire_done(&mut self) {
+        let Some(stage) = &self.p.stage else { return };
+        while self.groups.front().is_some_and(Group::done) {
+            let g = self.groups.pop_front().expect("checked");
+            let slot = self.current.as_mut().and_then(|p| p.slot.as_mut());
+            stage.retire(g, slot);
+        }
+    }
+
+    /// Launch what the batch being filled has staged, so that the arenas it
+    /// read go back; false when it read none.
+    fn flush_current(&mut self) -> Result<bool> {
+        let (Some(stage), Some(slot)) = (
+            &self.p.stage,
+            self.current.as_mut().and_then(|p| p.slot.as_mut()),
+        ) else {
+            return Ok(false);
+        };
+        if !slot.holds_arenas() {
+            return Ok(false);
+        }
+        let n = stage.flush_partial(&self.p.shared.config, slot)?;
+        Counters::add(&self.p.shared.counters.launches, n as u64);
+        Ok(true)
+    }
+
+    /// Give queued samples their batch positions, in order, while their
+    /// outcome is known; with `block`, wait for the oldest group once if
+    /// it is what stops the queue. A batch that is full when the next good
+    /// sample comes is finished (queued in `ready`), and placing stops
+    /// until it is sent: its slot must reach the trainer before another is
+    /// taken. Returns whether anything moved.
+    fn advance(&mut self, block: bool) -> Result<bool> {
+        let batch = self.p.shared.config.batch_size;
+        let mut progressed = false;
+        let mut may_wait = block;
+        while self.ready.is_empty() {
+            let Some(front) = self.queue.front() else {
+                break;
+            };
+            let good = match &front.what {
+                Pending::Failed(_) => false,
+                Pending::Ready(_) => true,
+                Pending::Jpeg => {
+                    let (Some(stage), Some(g)) = (&self.p.stage, self.groups.front_mut()) else {
+                        return Err(Error::Device("a JPEG without its group (stage bug)".into()));
+                    };
+                    if !g.collected() {
+                        if !may_wait && !stage.group_ready(g) {
+                            break;
+                        }
+                        may_wait = false;
+                        let t0 = std::time::Instant::now();
+                        let mut counts = RouteCounts::default();
+                        stage.collect(g, &mut counts)?;
+                        if let Some(t) = &self.p.shared.trace {
+                            t.span("device: collect decodes", t0, Arg::None);
+                        }
+                        self.count(counts);
+                    }
+                    let g = self.groups.front().expect("checked above");
+                    g.next_ok()
+                }
+            };
+            if good
+                && self
+                    .current
+                    .as_ref()
+                    .is_some_and(|p| p.labels.len() == batch)
+            {
+                // The failures since the batch filled ride on it; it
+                // resumes at this sample.
+                let seq = self.queue.front().expect("checked").meta.seq;
+                if let Some(b) = self.finish_batch(seq)? {
+                    self.ready.push_back(b);
+                }
+                progressed = true;
+                continue;
+            }
+            let w = self.queue.pop_front().expect("checked");
+            self.place(w)?;
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// Give one sample the next position of the batch being filled, or
+    /// count its failure.
+    fn place(&mut self, w: Waiting) -> Result<()> {
+        let Waiting { what, meta } = w;
+        let p = self.p;
+        let cfg = &p.shared.config;
+        let c = &p.shared.counters;
+        let output = match what {
+            Pending::Failed(e) => return self.fail(e, meta.path),
+            Pending::Ready(o) => Ok(o),
+            Pending::Jpeg => {
+                let (Some(stage), Some(g)) = (&p.stage, self.groups.front_mut()) else {
+                    return Err(Error::Device("a JPEG without its group (stage bug)".into()));
+                };
+                match stage.take_entry(g)? {
+                    Ok(placed) => Err(placed),
+                    Err(e) => {
+                        self.fail(e, meta.path)?;
+                        self.retire_done();
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let part = self.partial()?;
         let i = part.labels.len();
-        let Output::Host(data) = output else {
-            return Err(Error::Worker(
-                "a device-stage output without a device stage".into(),
-            ));
-        };
-        for (dst, src) in part.data.iter_mut().zip(&data) {
-            let n = src.as_bytes().len();
-            dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
+        match (output, &p.stage, part.slot.as_mut()) {
+            (Ok(Output::Host(data)), None, _) => {
+                for (dst, src) in part.data.iter_mut().zip(&data) {
+                    let n = src.as_bytes().len();
+                    dst.as_bytes_mut()[i * n..(i + 1) * n].copy_from_slice(src.as_bytes());
+                }
+            }
+            (Ok(Output::Host(data)), Some(stage), Some(slot)) => {
+                stage.put_host(cfg, slot, i, &data)?;
+                Counters::add(&c.host_augmented, 1);
+            }
+            (Ok(Output::Region(r)), Some(stage), Some(slot)) => {
+                let n = stage.put_region(cfg, slot, i, &r)?;
+                Counters::add(&c.launches, n as u64);
+            }
+            (Err(placed), Some(stage), Some(slot)) => stage.place(cfg, slot, &placed, i)?,
+            _ => {
+                return Err(Error::Worker(
+                    "a sample for another backend (pipeline bug)".into(),
+                ));
+            }
         }
-        part.labels.push(label);
-        part.keys.push(path);
-        part.indices.push(done.index);
+        part.labels.push(meta.label);
+        part.keys.push(meta.path);
+        part.indices.push(meta.index);
+        self.retire_done();
         Ok(())
     }
 
@@ -259,105 +502,9 @@ impl<'a> Assembly<'a> {
         }
     }
 
-    /// Device stage: the sample waits as tentative, so that batch positions
-    /// follow sampler order even though nvJPEG-route samples are only known
-    /// good once decoded (in `resolve`).
-    fn take_device(&mut self, output: Output, meta: (u32, std::path::PathBuf, u32)) -> Result<()> {
-        let pending = match output {
-            Output::Jpeg(j) => {
-                let (stage, _, slot) = self.device_parts();
-                if !stage.jpeg_fits(slot, &j) {
-                    self.resolve()?;
-                }
-                let (stage, shared, slot) = self.device_parts();
-                let t0 = std::time::Instant::now();
-                let n = stage.put_jpeg(&shared.config, slot, j)?;
-                if let Some(t) = &shared.trace {
-                    t.span("device: put JPEG", t0, Arg::None);
-                }
-                Counters::add(&shared.counters.launches, n as u64);
-                Pending::Jpeg
-            }
-            other => Pending::Ready(other),
-        };
-        let part = self.current.as_mut().expect("take() made the partial");
-        part.tentative.push((pending, meta));
-        if part.labels.len() + part.tentative.len() == self.p.shared.config.batch_size {
-            self.resolve()?;
-        }
-        Ok(())
-    }
-
-    /// The device stage, the shared state and the slot of the batch being
-    /// filled; only called on the device path after `partial()`.
-    fn device_parts(&mut self) -> (&DeviceStage, &Shared, &mut Slot) {
-        let p = self.p;
-        let stage = p.stage.as_ref().expect("device path");
-        let slot = self
-            .current
-            .as_mut()
-            .and_then(|c| c.slot.as_mut())
-            .expect("device partials hold a slot");
-        (stage, &p.shared, slot)
-    }
-
-    /// Decode the tentative nvJPEG samples and give every tentative sample
-    /// its batch position, in order; failures join `skipped`.
-    fn resolve(&mut self) -> Result<()> {
-        let p = self.p;
-        let (Some(stage), Some(part)) = (&p.stage, self.current.as_mut()) else {
-            return Ok(());
-        };
-        let Some(slot) = part.slot.as_mut() else {
-            return Ok(());
-        };
-        let cfg = &p.shared.config;
-        let c = &p.shared.counters;
-        let tentative = std::mem::take(&mut part.tentative);
-        let t0 = std::time::Instant::now();
-        let (decoded, counts) = stage.resolve(slot)?;
-        if let Some(t) = &p.shared.trace {
-            t.span("device: resolve (engine batch)", t0, Arg::None);
-        }
-        Counters::add(&c.decoded_hardware, counts.hardware);
-        Counters::add(&c.decoded_cuda, counts.cuda);
-        Counters::add(&c.decoded_cpu_fallback, counts.cpu);
-        let mut decoded = decoded.into_iter();
-        let mut failures = Vec::new();
-        for (pending, (label, path, index)) in tentative {
-            let i = part.labels.len();
-            match pending {
-                Pending::Ready(Output::Host(data)) => {
-                    stage.put_host(cfg, slot, i, &data)?;
-                    Counters::add(&c.host_augmented, 1);
-                }
-                Pending::Ready(Output::Region(r)) => {
-                    let n = stage.put_region(cfg, slot, i, &r)?;
-                    Counters::add(&c.launches, n as u64);
-                }
-                Pending::Ready(Output::Jpeg(_)) => unreachable!("JPEGs wait as Pending::Jpeg"),
-                Pending::Jpeg => match decoded.next() {
-                    Some(Ok(placed)) => stage.place(cfg, slot, &placed, i)?,
-                    Some(Err(e)) => {
-                        failures.push((e, path));
-                        continue;
-                    }
-                    None => {
-                        return Err(Error::Device("fewer decodes than JPEGs (stage bug)".into()));
-                    }
-                },
-            }
-            part.labels.push(label);
-            part.keys.push(path);
-            part.indices.push(index);
-        }
-        for (e, path) in failures {
-            self.fail(e, path)?;
-        }
-        Ok(())
-    }
-
-    fn finish_batch(&mut self) -> Result<Option<Batch>> {
+    /// Hand the batch being filled out; `resume_position` is where an
+    /// epoch resumed after it starts.
+    fn finish_batch(&mut self, resume_position: usize) -> Result<Option<Batch>> {
         let Some(mut part) = self.current.take() else {
             return Ok(None);
         };
@@ -371,8 +518,6 @@ impl<'a> Assembly<'a> {
             }
             return Ok(None);
         }
-        // A carried sample was assembled but belongs to the next batch.
-        let resume_position = self.assembled - usize::from(self.carry.is_some());
         let mix = cfg.mixup.as_ref().map(|m| {
             let v = &cfg.views[0];
             let size = (v.width as u32, v.height as u32);
@@ -449,40 +594,58 @@ impl<'a> Assembly<'a> {
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>> {
-        let batch_size = self.p.shared.config.batch_size;
         let c = &self.p.shared.counters;
         let ready = self.pending.len() + self.p.done.len();
         Counters::add(&c.queue_depth_sum, ready as u64);
         Counters::add(&c.queue_depth_polls, 1);
-        if let Some(done) = self.carry.take() {
-            self.take(done)?;
-        }
         loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Ok(Some(b));
+            }
+            if self.ended {
+                return Ok(None);
+            }
             if self.cancelled() {
                 return Err(Error::Worker("epoch abandoned".into()));
             }
-            self.top_up()?;
-            while let Some(done) = self.pending.remove(&self.assembled) {
-                self.assembled += 1;
-                let full = self
-                    .current
-                    .as_ref()
-                    .is_some_and(|p| p.labels.len() == batch_size);
-                // A full batch is handed out only when the next good sample
-                // arrives (or the epoch ends), so the failures between them
-                // ride on it: every skipped file is reported on some batch.
-                if full && matches!(done.result, Some(Ok(_))) {
-                    self.carry = Some(done);
-                    return self.finish_batch();
+            if let Some((j, meta)) = self.held.take() {
+                match self.put_jpeg(j)? {
+                    Some(j) => self.held = Some((j, meta)),
+                    None => {
+                        self.queue.push_back(Waiting {
+                            what: Pending::Jpeg,
+                            meta,
+                        });
+                        self.queued_one()?;
+                    }
                 }
+                continue;
+            }
+            self.top_up()?;
+            while self.held.is_none() && self.ready.is_empty() {
+                let Some(done) = self.pending.remove(&self.assembled) else {
+                    break;
+                };
+                self.assembled += 1;
                 self.take(done)?;
             }
+            if !self.ready.is_empty() || self.held.is_some() {
+                continue;
+            }
             if self.assembled == self.order.len() {
-                self.resolve()?;
+                if !self.queue.is_empty() {
+                    if !self.advance(true)? && self.ready.is_empty() {
+                        return Err(Error::Device(
+                            "queued samples never decode (stage bug)".into(),
+                        ));
+                    }
+                    continue;
+                }
+                self.ended = true;
                 let short = self
                     .current
                     .as_ref()
-                    .is_some_and(|p| p.labels.len() < batch_size);
+                    .is_some_and(|p| p.labels.len() < self.p.shared.config.batch_size);
                 if short && self.p.shared.config.drop_last {
                     // Its samples are dropped by request; its failures were
                     // counted in the stats.
@@ -493,7 +656,7 @@ impl<'a> Assembly<'a> {
                     }
                     return Ok(None);
                 }
-                return self.finish_batch();
+                return self.finish_batch(self.order.len());
             }
             // Assembling freed window space: refill it before blocking, or
             // an empty pipeline would wait on itself.
@@ -514,12 +677,18 @@ impl Drop for Assembly<'_> {
         // Make the threads skip what is still queued, then collect one
         // answer per task sent so the next epoch starts with empty queues.
         self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
-        // A batch being assembled gives its device slot back.
-        if let (Some(slot), Some(stage)) = (
-            self.current.take().and_then(|mut p| p.slot.take()),
-            &self.p.stage,
-        ) {
-            stage.put_back(slot);
+        self.queue.clear();
+        self.held = None;
+        self.ready.clear();
+        if let Some(stage) = &self.p.stage {
+            // Decode groups give their arenas back once the engine is done
+            // with them; a batch being assembled gives its slot back.
+            for g in self.groups.drain(..) {
+                stage.abandon(g);
+            }
+            if let Some(slot) = self.current.take().and_then(|mut p| p.slot.take()) {
+                stage.put_back(slot);
+            }
         }
         while self.in_flight > 0 {
             match self.p.done.recv() {

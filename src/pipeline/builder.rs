@@ -84,6 +84,8 @@ pub(crate) struct Config {
     pub(crate) worker_decode: Option<std::sync::Arc<super::handoff::WorkerDecode>>,
     pub(crate) gpu_decode: bool,
     pub(crate) hardware_share: f32,
+    /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
+    pub(crate) in_flight: usize,
     pub(crate) cpu_backend: CpuBackend,
     pub(crate) apply_orientation: bool,
     pub(crate) trace: bool,
@@ -138,6 +140,7 @@ pub struct PipelineBuilder {
     io: Arc<dyn ReadBytes>,
     gpu_decode: bool,
     hardware_share: f32,
+    in_flight: usize,
     trace: bool,
     stream_buffer: Option<usize>,
     mixup: Option<crate::augment::Mixup>,
@@ -176,6 +179,7 @@ impl Default for PipelineBuilder {
             io: Arc::new(FileReader),
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
+            in_flight: DEFAULT_IN_FLIGHT,
             trace: false,
             stream_buffer: None,
             mixup: None,
@@ -429,6 +433,19 @@ impl PipelineBuilder {
         self
     }
 
+    /// Batches whose JPEGs decode on the device at once (nvJPEG route,
+    /// CUDA backend): while the hardware engine decodes the next batch, the
+    /// CUDA route, the augment kernel and the trainer work on the one
+    /// before. Each costs a decode arena of 4 × `staging_bytes` of device
+    /// memory and an engine lane (a thread with its own nvJPEG state and
+    /// stream). 1 decodes one batch at a time. Default 3: unmeasured
+    /// (no GPU in the session that wrote it; docs/BENCHMARKS.md says when it
+    /// was). Ignored by the CPU backend and by `gpu_decode(false)`.
+    pub fn batches_in_flight(mut self, n: usize) -> Self {
+        self.in_flight = n;
+        self
+    }
+
     /// Record a timeline of the pipeline's work (reads, parses, decodes,
     /// augments, the device stage's calls, the trainer's waits), read with
     /// [`Pipeline::trace_json`](crate::Pipeline::trace_json). Default
@@ -547,6 +564,12 @@ impl PipelineBuilder {
         {
             return bad(format!("staging_bytes {b} outside 1..=2^40"));
         }
+        if !(1..=MAX_IN_FLIGHT).contains(&self.in_flight) {
+            return bad(format!(
+                "batches_in_flight {} outside 1..={MAX_IN_FLIGHT}",
+                self.in_flight
+            ));
+        }
         if !(0.0..=1.0).contains(&self.hardware_share) {
             return bad(format!(
                 "hardware_decode_share {} outside 0..=1",
@@ -637,6 +660,7 @@ impl PipelineBuilder {
             worker_decode: None,
             gpu_decode: self.gpu_decode,
             hardware_share: self.hardware_share,
+            in_flight: self.in_flight,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,
             trace: self.trace,
@@ -654,6 +678,12 @@ const MAX_THREADS: usize = 1024;
 
 /// Batches made ahead allowed.
 const MAX_PREFETCH: usize = 64;
+
+/// Batches decoding at once allowed: each holds a decode arena.
+const MAX_IN_FLIGHT: usize = 16;
+
+/// Batches decoding at once by default (issue 16 asks for 2 to 4).
+const DEFAULT_IN_FLIGHT: usize = 3;
 
 /// Host bytes the pipeline allocates at `build()` and keeps: on the CPU
 /// backend `prefetch + 2` batch buffers (`Pipeline::start`), on the CUDA

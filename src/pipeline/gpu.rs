@@ -5,29 +5,33 @@
 //! worker: decode ─► cut the union of the sample's crop windows (Region)
 //!         or, for nvJPEG-routable JPEGs (Jpeg): the engine's share passes
 //!         the bytes on, the rest runs nvJPEG's host phase (CUDA route)
-//! batch thread (assemble.rs):
-//!         Region ─► pinned staging of the batch slot + one GfTile per draw
-//!         Jpeg, host phase done ─► copy + device phase queued at once
-//!                   into the slot's arena (the crop window)
-//!         Jpeg, bytes ─► at the end of the batch, one engine batch into
-//!                   the arena (the crop window where the engine can)
-//!         ─► one GfTile per draw
+//! batch thread (assemble.rs), samples in sampler order:
+//!         Jpeg ─► a decode group's arena (gpu/jpeg.rs): host phase done
+//!                 ─► copy + device phase queued at once; bytes ─► when
+//!                 the group is sealed (about a batch), one call at an
+//!                 engine lane, which waits for it off this thread;
+//!                 several groups decode at once (issue 16)
+//!         in order, once decoded: Region ─► pinned staging of the batch
+//!                 slot + one GfTile per draw; Jpeg ─► one GfTile per draw
+//!                 reading the arena
 //!         end of batch ─► one H2D copy (pixels, tiles, labels)
 //!                     ─► one launch per view ─► event ─► Batch, queued
 //! ```
 //!
-//! Slots (staging, outputs, labels, event) are allocated at `build()` and
-//! cycle between the pipeline and the trainer; a `Batch` holds its slot and
-//! gives it back on drop. When a batch's regions overflow the staging, the
-//! stage flushes what it has (copy + launch), waits for the copy and goes
-//! on: the batch costs more than one launch but nothing is lost. A region
-//! larger than the whole staging is augmented on the CPU by the worker and
-//! uploaded (the CPU reference is the specification, so the result is the
-//! same within the stated tolerance).
+//! Slots (staging, outputs, labels, event) and decode arenas are allocated
+//! at `build()` and cycle: a `Batch` holds its slot and gives it back on
+//! drop; an arena goes back once the launches reading it are queued, and
+//! takes new decodes once they have run. When a batch's regions overflow
+//! the staging, the stage flushes what it has (copy + launch), waits for
+//! the copy and goes on: the batch costs more than one launch but nothing
+//! is lost. A region larger than the whole staging is augmented on the CPU
+//! by the worker and uploaded (the CPU reference is the specification, so
+//! the result is the same within the stated tolerance).
 //!
 //! The same packing runs on an emulated device (feature `kernel-emu`: the
-//! kernel source compiled for the host, device memory = host memory), which
-//! is how CI checks this file without a GPU.
+//! kernel source compiled for the host, device memory = host memory, an
+//! engine played by CPU decoders on lanes of their own), which is how CI
+//! checks this file without a GPU.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,30 +40,28 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::batch::{Storage, Tensor, TensorData};
 use super::builder::Config;
-use super::handoff::{Jpeg, Placed, Region, WorkerDecode, WorkerDecodeKind};
+use super::handoff::{Placed, Region, WorkerDecode, WorkerDecodeKind};
 use crate::augment::mix::MixParams;
 use crate::augment::params::SampleParams;
-use crate::augment::photo::PhotoParams;
 use crate::augment::{DType, Layout};
 use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use crate::cuda::stage::{CudaEngine, CudaSlot, LaunchKind, NvRoute, StageLaunch};
+use crate::cuda::stage::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
 use crate::error::{Error, Result};
 
 mod jpeg;
 mod photo;
+mod slot;
+
+use jpeg::JpegRoute;
+#[cfg(feature = "kernel-emu")]
+use jpeg::emu_engine;
+pub(crate) use jpeg::{Arena, Group};
+pub use slot::Memory;
+pub(crate) use slot::{Slot, SlotHome};
+use slot::{SlotMem, StagingLayout};
 
 /// Kernel launches have at most this many tiles (the grid's y limit).
 const MAX_TILES_PER_LAUNCH: usize = 65_535;
-
-/// Who decodes the nvJPEG route's images.
-#[allow(clippy::large_enum_variant)] // One per pipeline; boxing buys nothing.
-enum JpegRoute {
-    Cuda(NvRoute),
-    /// The emulated device decodes them with the CPU decoder into its
-    /// arena: the same bookkeeping, checkable without a GPU.
-    #[cfg(feature = "kernel-emu")]
-    Emu(crate::decode::CpuDecoder),
-}
 
 /// Where the pipeline's kernels run.
 pub(crate) enum Engine {
@@ -69,124 +71,6 @@ pub(crate) enum Engine {
     Emu,
 }
 
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // One per slot; boxing buys nothing.
-enum SlotMem {
-    Cuda(CudaSlot),
-    #[cfg(feature = "kernel-emu")]
-    Emu(Vec<u8>),
-}
-
-/// One batch's worth of device memory, plus the packing state of the batch
-/// being assembled in it.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    mem: SlotMem,
-    /// One per view spec; moved into the batch's tensors while the trainer
-    /// holds the batch.
-    pub(super) outs: Vec<Storage>,
-    /// Staging bytes used by pixels since the last flush.
-    used: usize,
-    /// Tiles not yet launched, per view; `src` is an absolute address.
-    tiles: Vec<Vec<GfTile>>,
-    /// Draws with photometric ops not yet launched, per view (issue 19).
-    photo: Vec<Vec<(GfTile, PhotoParams)>>,
-    /// Arena bytes used by decoded images since the last flush.
-    arena_used: usize,
-    /// nvJPEG-route samples of the batch not yet known good, with their
-    /// arena offsets and, for those a worker began, the window decoded:
-    /// not part of the batch until decoding succeeds.
-    tentative: Vec<(Jpeg, usize, Option<Option<crate::decode::nvjpeg::Roi>>)>,
-    #[cfg(feature = "kernel-emu")]
-    emu_arena: Vec<u8>,
-}
-
-impl Slot {
-    /// The event the trainer's stream waits on (CUDA slots).
-    pub(super) fn event(&self) -> Option<&cudarc::driver::CudaEvent> {
-        match &self.mem {
-            SlotMem::Cuda(c) => Some(c.event()),
-            #[cfg(feature = "kernel-emu")]
-            SlotMem::Emu(_) => None,
-        }
-    }
-
-    /// Labels on the device (CUDA slots), `batch_size` long.
-    pub(super) fn labels(&self) -> Option<&cudarc::driver::CudaSlice<u32>> {
-        match &self.mem {
-            SlotMem::Cuda(c) => Some(c.labels()),
-            #[cfg(feature = "kernel-emu")]
-            SlotMem::Emu(_) => None,
-        }
-    }
-
-    /// Mixup's soft labels on the device (CUDA slots of mixup pipelines).
-    pub(super) fn soft_labels(&self) -> Option<&cudarc::driver::CudaSlice<f32>> {
-        match &self.mem {
-            SlotMem::Cuda(c) => Some(c.soft_labels()),
-            #[cfg(feature = "kernel-emu")]
-            SlotMem::Emu(_) => None,
-        }
-    }
-}
-
-/// Byte layout of a slot's staging buffer: `[pixels | tiles | labels]`.
-#[derive(Debug, Clone, Copy)]
-struct StagingLayout {
-    pixels: usize,
-    tiles_at: usize,
-    /// Bytes of descriptors a batch may need: a `GfTile` per draw, and a
-    /// `GfPhoto` more per draw of a view with photometric ops.
-    tiles: usize,
-    labels_at: usize,
-    /// Mixup's soft labels, after the labels (issue 19).
-    soft_at: usize,
-    total: usize,
-}
-
-impl StagingLayout {
-    fn new(pixels: usize, tiles: usize, batch: usize, soft: usize) -> StagingLayout {
-        let tiles_at = pixels.next_multiple_of(256);
-        let labels_at = (tiles_at + tiles).next_multiple_of(256);
-        StagingLayout {
-            pixels,
-            tiles_at,
-            tiles,
-            labels_at,
-            soft_at: labels_at + batch * 4,
-            total: labels_at + batch * 4 + soft * 4,
-        }
-    }
-}
-
-/// Pinned host and device bytes held by a pipeline's fixed pools.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Memory {
-    /// Page-locked host memory (staging).
-    pub pinned_bytes: u64,
-    /// Device memory (staging copies, outputs, labels).
-    pub device_bytes: u64,
-    /// Batch slots (`prefetch + 1`): batches queued for the trainer, held by
-    /// it, or being filled.
-    pub slots: usize,
-}
-
-/// Where a batch's slot goes back on drop, counting the slots that batches
-/// hold (queued for the trainer or held by it).
-#[derive(Debug, Clone)]
-pub(crate) struct SlotHome {
-    tx: Sender<Slot>,
-    in_batches: Arc<AtomicUsize>,
-}
-
-impl SlotHome {
-    /// Return the slot of a batch. A pipeline already gone frees it here.
-    pub(crate) fn give_back(&self, slot: Slot) {
-        self.in_batches.fetch_sub(1, Ordering::AcqRel);
-        let _ = self.tx.try_send(slot);
-    }
-}
-
 /// The stage: engine, slot pool, layout.
 pub(crate) struct DeviceStage {
     engine: Engine,
@@ -194,8 +78,15 @@ pub(crate) struct DeviceStage {
     jpeg: Option<Mutex<JpegRoute>>,
     /// The part of the nvJPEG route the workers run.
     worker_decode: Option<Arc<WorkerDecode>>,
-    /// Decode arena bytes per slot.
+    /// Bytes per decode arena.
     arena: usize,
+    /// Free decode arenas (issue 16, item 1): one per batch decoding at
+    /// once.
+    arenas: (Sender<Arena>, Receiver<Arena>),
+    /// Every emulated arena, for the launches to read: tiles hold their
+    /// addresses (their buffers never move or change size).
+    #[cfg(feature = "kernel-emu")]
+    emu_arenas: Vec<jpeg::EmuArena>,
     pool: (Sender<Slot>, Receiver<Slot>),
     /// Slots held by batches (see [`SlotHome`]).
     in_batches: Arc<AtomicUsize>,
@@ -254,7 +145,8 @@ impl DeviceStage {
         let (jpeg, worker_decode) = if cfg.gpu_decode {
             match &engine {
                 Engine::Cuda(e) => {
-                    match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, fallback()?) {
+                    let lanes = cfg.in_flight;
+                    match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, lanes, fallback()?) {
                         Ok(r) => {
                             // One per sample in flight, and the carried
                             // one: never fewer than the leases samples can
@@ -280,13 +172,18 @@ impl DeviceStage {
                 Engine::Emu => {
                     // The emulated device plays a hardware engine, so that
                     // CI runs both halves of the route: the share's draws
-                    // decode on the batch thread, the rest on the workers.
+                    // decode at its lanes, the rest on the workers.
                     let workers = WorkerDecode {
                         engine: true,
                         share: cfg.hardware_share,
                         kind: WorkerDecodeKind::Emu,
                     };
-                    (Some(JpegRoute::Emu(fallback()?)), Some(Arc::new(workers)))
+                    let cpus = (0..cfg.in_flight)
+                        .map(|_| Ok((fallback()?, crate::decode::Image::default())))
+                        .collect::<Result<Vec<_>>>()?;
+                    let lanes =
+                        crate::cuda::lanes::Lanes::new("gpufeed-emu-engine", cpus, emu_engine)?;
+                    (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
                 }
             }
         } else {
@@ -328,11 +225,32 @@ impl DeviceStage {
             slots,
             ..Memory::default()
         };
+        let arenas = bounded(cfg.in_flight);
+        #[cfg(feature = "kernel-emu")]
+        let mut emu_arenas = Vec::new();
+        for _ in 0..if jpeg.is_some() { cfg.in_flight } else { 0 } {
+            let a = match &engine {
+                Engine::Cuda(e) => {
+                    let a = e.alloc_arena(arena)?;
+                    memory.device_bytes += a.len() as u64;
+                    Arena::Cuda(a)
+                }
+                #[cfg(feature = "kernel-emu")]
+                Engine::Emu => {
+                    let a = Arc::new(Mutex::new(emu_alloc(arena)?));
+                    emu_arenas.push(a.clone());
+                    Arena::Emu(a)
+                }
+            };
+            arenas
+                .0
+                .send(a)
+                .map_err(|_| Error::Device("arena pool closed".into()))?;
+        }
         for _ in 0..slots {
             let (mem, outs) = match &engine {
                 Engine::Cuda(e) => {
-                    let (slot, bufs) =
-                        e.alloc_slot(layout.total, arena, (cfg.batch_size, soft), &outs)?;
+                    let (slot, bufs) = e.alloc_slot(layout.total, (cfg.batch_size, soft), &outs)?;
                     memory.pinned_bytes += slot.pinned_bytes() as u64;
                     memory.device_bytes += slot.device_bytes() as u64
                         + bufs.iter().map(|b| b.num_bytes() as u64).sum::<u64>();
@@ -353,15 +271,9 @@ impl DeviceStage {
                 mem,
                 outs,
                 used: 0,
+                arenas: Vec::new(),
                 tiles: vec![Vec::new(); cfg.views.len()],
                 photo: vec![Vec::new(); cfg.views.len()],
-                arena_used: 0,
-                tentative: Vec::new(),
-                #[cfg(feature = "kernel-emu")]
-                emu_arena: match engine {
-                    Engine::Emu => emu_alloc(arena)?,
-                    Engine::Cuda(_) => Vec::new(),
-                },
             };
             pool.0
                 .send(slot)
@@ -382,6 +294,9 @@ impl DeviceStage {
             jpeg: jpeg.map(Mutex::new),
             worker_decode,
             arena,
+            arenas,
+            #[cfg(feature = "kernel-emu")]
+            emu_arenas,
             pool,
             in_batches: Arc::new(AtomicUsize::new(0)),
             layout,
@@ -395,7 +310,10 @@ impl DeviceStage {
     }
 
     /// Put back a slot that no batch took (an abandoned or empty batch).
-    pub(crate) fn put_back(&self, slot: Slot) {
+    pub(crate) fn put_back(&self, mut slot: Slot) {
+        for a in slot.arenas.drain(..) {
+            self.release(a);
+        }
         let _ = self.pool.0.try_send(slot);
     }
 
@@ -467,8 +385,6 @@ impl DeviceStage {
             }
         };
         slot.used = 0;
-        slot.arena_used = 0;
-        slot.tentative.clear();
         slot.tiles.iter_mut().for_each(Vec::clear);
         match &mut slot.mem {
             SlotMem::Cuda(c) => c.recycle()?,
@@ -496,19 +412,17 @@ impl DeviceStage {
         })
     }
 
+    /// Launch what the slot has staged (a batch in parts), so that the
+    /// decode arenas its tiles read go back. Returns the launches made.
+    pub(crate) fn flush_partial(&self, cfg: &Config, slot: &mut Slot) -> Result<usize> {
+        let n = self.flush(cfg, slot, None, None)?;
+        slot.used = 0;
+        Ok(n)
+    }
+
     /// Make a decoded image batch position `i`.
     pub(crate) fn place(&self, cfg: &Config, slot: &mut Slot, p: &Placed, i: usize) -> Result<()> {
         self.push_tiles(cfg, slot, p.src, p.width * 3, p.height, &p.params, i)
-    }
-
-    fn arena_base(&self, slot: &Slot) -> u64 {
-        match (&self.engine, &slot.mem) {
-            (Engine::Cuda(e), SlotMem::Cuda(c)) => e.arena_base(c),
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(_)) => slot.emu_arena.as_ptr() as u64,
-            #[cfg(feature = "kernel-emu")]
-            _ => unreachable!("slots come from their engine"),
-        }
     }
 
     /// One tile per draw of sample `i`, reading an RGB8 image at `src`.
@@ -730,7 +644,6 @@ impl DeviceStage {
                     _ => None,
                 };
                 e.flush(c, &ranges, &launches, &mut outs, scratch, label_range)?;
-                Ok(launches.len())
             }
             #[cfg(feature = "kernel-emu")]
             (Engine::Emu, SlotMem::Emu(host)) => {
@@ -744,7 +657,13 @@ impl DeviceStage {
                         }
                     })
                     .collect::<Result<_>>()?;
-                let sources = [host.as_slice(), slot.emu_arena.as_slice()];
+                let arenas: Vec<_> = self
+                    .emu_arenas
+                    .iter()
+                    .map(|a| a.lock().unwrap_or_else(|p| p.into_inner()))
+                    .collect();
+                let mut sources = vec![host.as_slice()];
+                sources.extend(arenas.iter().map(|a| a.as_slice()));
                 let scratch = match scratch.as_deref_mut() {
                     Some(Scratch::Emu(v)) => Some(bytemuck::cast_slice_mut(v.as_mut_slice())),
                     _ => None,
@@ -758,11 +677,16 @@ impl DeviceStage {
                     cfg.dtype.size(),
                 )
                 .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
-                Ok(launches.len())
             }
             #[cfg(feature = "kernel-emu")]
             _ => unreachable!("slots come from their engine"),
         }
+        // The launches that read these arenas are queued: they may take new
+        // decodes once those finish.
+        for a in slot.arenas.drain(..) {
+            self.release(a);
+        }
+        Ok(launches.len())
     }
 
     /// End the batch of `labels.len()` samples: launch (and mix, with

@@ -77,6 +77,10 @@ pub(crate) struct Args {
     /// hardware JPEG engine (default: the library's).
     #[arg(long)]
     hardware_share: Option<f32>,
+    /// CUDA backend, nvJPEG route: batches decoding at once (default: the
+    /// library's).
+    #[arg(long, value_name = "N")]
+    batches_in_flight: Option<usize>,
     /// Simulated training step: sleep this many milliseconds per batch
     /// (after waiting for a device batch), to see whether the loader keeps
     /// up with a model.
@@ -85,7 +89,8 @@ pub(crate) struct Args {
     /// Run every combination of these settings (repeatable), e.g.
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
     /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
-    /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share.
+    /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share,
+    /// in-flight.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
     /// Also write the results table to PREFIX.json and PREFIX.csv.
@@ -209,6 +214,9 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "hardware-share" => {
             args.hardware_share = Some(v.parse().with_context(|| format!("{key}={v}"))?)
         }
+        "in-flight" => {
+            args.batches_in_flight = Some(v.parse().with_context(|| format!("{key}={v}"))?)
+        }
         _ => bail!("unknown --sweep key {key:?}"),
     }
     Ok(())
@@ -315,6 +323,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(s) = args.hardware_share {
         builder = builder.hardware_decode_share(s);
+    }
+    if let Some(n) = args.batches_in_flight {
+        builder = builder.batches_in_flight(n);
     }
     if args.stream_shards > 0 {
         builder = builder.stream_shards(args.stream_shards);

@@ -1,10 +1,21 @@
-//! The nvJPEG side of the device stage (issue 5): the jobs of a batch's
-//! nvJPEG-route images and the routes that decode them into the slot's
-//! arena (hardware engine, CUDA, CPU).
+//! The nvJPEG side of the device stage (issues 5 and 16): the jobs of a
+//! decode group's nvJPEG-route images and the routes that decode them into
+//! the group's arena (hardware engine, CUDA, CPU).
+//!
+//! The engine's share goes to engine lanes (`cuda/lanes.rs`): threads of
+//! their own, each with an engine decoder and a stream, that run the
+//! support queries, the decode call and the wait for its completion. The
+//! batch thread submits a group and goes on filling the next; it collects
+//! the answer when the group's samples reach their batch positions.
+
+use std::sync::Mutex;
+use std::time::Duration;
 
 use super::*;
+use crate::cuda::lanes::{Lanes, Ticket};
+use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder, Dest, Roi};
 
-/// One compressed image for nvJPEG: where in the slot's arena it goes.
+/// One compressed image for nvJPEG: where in the group's arena it goes.
 #[derive(Debug)]
 pub(crate) struct JpegJob {
     pub(crate) bytes: Vec<u8>,
@@ -14,7 +25,7 @@ pub(crate) struct JpegJob {
     pub(crate) at: usize,
     /// The part of the image the crops read, when smaller than the image:
     /// routes that can decode just this window do.
-    pub(crate) roi: Option<crate::decode::nvjpeg::Roi>,
+    pub(crate) roi: Option<Roi>,
     /// Uniform in `[0, 1)`: the hardware engine takes the job (if it can)
     /// when this is below the share.
     pub(crate) route_draw: f64,
@@ -61,26 +72,114 @@ pub(crate) fn decode_on_cpu(
     Ok(())
 }
 
-/// nvJPEG decoders of a pipeline's batch thread: the hardware engine when
-/// the GPU has one, CUDA (decoupled API) for what the workers did not
-/// start, and the CPU decoder for what both refuse.
+/// Per engine lane: its decoder's state (re)initializations and decode
+/// calls, with the time each took.
+type LaneTimes = Arc<Mutex<Vec<[(u64, Duration); 2]>>>;
+
+/// One image for an engine lane: its bytes, where its first pixel goes,
+/// its width (the pitch of a whole-image decode) and the window the engine
+/// may decode instead of the whole image.
+struct EngineJob {
+    bytes: Vec<u8>,
+    dest: u64,
+    width: u32,
+    window: Option<Roi>,
+}
+
+/// A lane's answer: the bytes back, and per job `Some(window)` where the
+/// engine decoded it (`Some(None)`: the whole image) and its writes are
+/// complete, `None` where it did not take it.
+struct EngineReply {
+    bytes: Vec<Vec<u8>>,
+    taken: Vec<Option<Option<Roi>>>,
+}
+
+/// An engine lane's state.
+struct Lane {
+    dec: BatchedDecoder,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Recorded after each decode call; the lane waits on it (blocking).
+    done: CudaEvent,
+    /// This lane's entry of the route's engine timings.
+    stats: LaneTimes,
+    index: usize,
+}
+
+/// Support queries, one decode call and the wait for its completion, on
+/// the lane's thread (issue 16, items 1 and 3b).
+fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
+    let mut taken: Vec<Option<Option<Roi>>> = vec![None; jobs.len()];
+    if lane.ctx.bind_to_thread().is_ok() {
+        let mut ks = Vec::with_capacity(jobs.len());
+        let mut rois = Vec::with_capacity(jobs.len());
+        for (k, j) in jobs.iter().enumerate() {
+            if let Some(w) = lane.dec.hardware_support(&j.bytes, j.window) {
+                taken[k] = Some(w);
+                ks.push(k);
+                rois.push(w);
+            }
+        }
+        if !ks.is_empty() {
+            let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
+            let dst: Vec<Dest> = ks
+                .iter()
+                .zip(&rois)
+                .map(|(&k, r)| Dest {
+                    ptr: jobs[k].dest,
+                    pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
+                })
+                .collect();
+            // SAFETY: each destination lies in a decode arena with room for
+            // the whole image (so for any window of it; checked by
+            // `submit_jpegs`), which the batch thread keeps until this
+            // reply is in (`Submitted` waits for it on drop); `data` lives
+            // in `jobs` until the wait below is over; the context is bound
+            // to this thread above and `stream` belongs to it.
+            let r = unsafe {
+                lane.dec
+                    .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
+            }
+            .and_then(|()| lane.done.record(&lane.stream).map_err(drv("record")))
+            .and_then(|()| lane.done.synchronize().map_err(drv("wait for the engine")));
+            if r.is_err() {
+                // What the call queued must finish before these images are
+                // decoded elsewhere into the same place.
+                let _ = lane.stream.synchronize();
+                for &k in &ks {
+                    taken[k] = None;
+                }
+            }
+        }
+        if let Ok(mut s) = lane.stats.lock() {
+            s[lane.index] = [lane.dec.inits(), lane.dec.calls()];
+        }
+    }
+    EngineReply {
+        bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        taken,
+    }
+}
+
+/// nvJPEG decoders of a pipeline's batch thread: the hardware engine's
+/// lanes when the GPU has one, CUDA (decoupled API) for what the workers
+/// did not start and the engine refused, and the CPU decoder for what
+/// both refuse.
 pub(crate) struct NvRoute {
-    hw: Option<crate::decode::nvjpeg::BatchedDecoder>,
+    lanes: Option<Lanes<Vec<EngineJob>, EngineReply>>,
+    stats: LaneTimes,
     /// The batch thread's own decoupled decoder: images drawn for the
-    /// engine that it refused, or whose engine batch failed, and images
-    /// the workers could not start (no decoder free in time).
-    cuda: crate::decode::nvjpeg::DecoupledDecoder,
+    /// engine that it refused, or whose engine call failed, and images the
+    /// workers could not start (no decoder free in time).
+    cuda: DecoupledDecoder,
     cpu: crate::decode::CpuDecoder,
     share: f32,
-    /// The hardware engine's stream (made on first use), so that its batch
-    /// and the CUDA decodes overlap.
-    hw_stream: Option<Arc<CudaStream>>,
 }
 
 impl std::fmt::Debug for NvRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvRoute")
-            .field("hardware", &self.hw.is_some())
+            .field("lanes", &self.lanes)
             .field("share", &self.share)
             .finish_non_exhaustive()
     }
@@ -95,28 +194,49 @@ pub(crate) struct RouteCounts {
 }
 
 impl NvRoute {
-    /// nvJPEG's decoders on `engine`'s device; `share` of the images the
-    /// hardware engine supports go to it. An error when nvJPEG cannot be
-    /// used at all.
+    /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
+    /// most `batch` images a call, to which `share` of the images the
+    /// engine supports go. An error when nvJPEG cannot be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
         share: f32,
         batch: usize,
+        lanes: usize,
         cpu: crate::decode::CpuDecoder,
     ) -> Result<NvRoute> {
-        use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder};
-        Ok(NvRoute {
+        let ctx = &engine.k.ctx;
+        let stats = Arc::new(Mutex::new(vec![Default::default(); lanes.max(1)]));
+        let mut states = Vec::new();
+        for index in 0..lanes.max(1) {
             // No engine (or no nvJPEG support for it) is not an error.
-            hw: BatchedDecoder::new(true, batch).ok(),
-            cuda: DecoupledDecoder::new(&engine.k.ctx, 2)?,
+            let Ok(dec) = BatchedDecoder::new(true, batch) else {
+                break;
+            };
+            states.push(Lane {
+                dec,
+                ctx: ctx.clone(),
+                stream: ctx.new_stream().map_err(drv("engine stream"))?,
+                done: super::super::host_wait_event(ctx).map_err(drv("event"))?,
+                stats: stats.clone(),
+                index,
+            });
+        }
+        let lanes = if states.is_empty() {
+            None
+        } else {
+            Some(Lanes::new("gpufeed-engine", states, run_lane)?)
+        };
+        Ok(NvRoute {
+            lanes,
+            stats,
+            cuda: DecoupledDecoder::new(ctx, 2)?,
             cpu,
             share,
-            hw_stream: None,
         })
     }
 
     pub(crate) fn has_hardware(&self) -> bool {
-        self.hw.is_some()
+        self.lanes.is_some()
     }
 
     pub(crate) fn share(&self) -> f32 {
@@ -125,216 +245,266 @@ impl NvRoute {
 
     /// The engine's batched-state (re)initializations and their time, and
     /// its decode calls and the time spent in them (initializations
-    /// excluded).
-    pub(crate) fn engine_time(&self) -> [(u64, std::time::Duration); 2] {
-        self.hw
-            .as_ref()
-            .map(|h| [h.inits(), h.calls()])
-            .unwrap_or_default()
+    /// excluded), over every lane.
+    pub(crate) fn engine_time(&self) -> [(u64, Duration); 2] {
+        let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.iter().fold(Default::default(), |mut acc, l| {
+            for (a, b) in acc.iter_mut().zip(l) {
+                a.0 += b.0;
+                a.1 += b.1;
+            }
+            acc
+        })
+    }
+}
+
+/// A decode group on its way: the engine's share at a lane, the rest
+/// decoded or failed. The lane writes into the group's arena until it
+/// answers, so dropping this waits for the answer.
+pub(crate) struct Submitted {
+    jobs: Vec<JpegJob>,
+    /// Jobs at the lane (their bytes with it).
+    to_hw: Vec<usize>,
+    ticket: Option<Ticket<EngineReply>>,
+    result: Vec<JpegOutcome>,
+    /// Jobs CUDA failed at submission: the CPU's.
+    failed: Vec<usize>,
+}
+
+impl std::fmt::Debug for Submitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submitted")
+            .field("jobs", &self.jobs.len())
+            .field("engine", &self.to_hw.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Submitted {
+    /// Whether the engine has answered (never blocks).
+    pub(crate) fn ready(&mut self) -> bool {
+        self.ticket.as_mut().is_none_or(Ticket::ready)
+    }
+}
+
+impl Drop for Submitted {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            let _ = t.wait();
+        }
     }
 }
 
 impl CudaEngine {
-    /// Decode `jobs` into the slot's arena: the hardware engine (its share
-    /// of what it supports, only the job's window where it can) on its own
-    /// thread and stream, the rest one by one with the decoupled CUDA
-    /// decoder (the job's window) beside it; then CUDA for a hardware batch
-    /// that failed, then the CPU decoder (uploaded). One outcome per job.
+    /// Start decoding `jobs` into `arena`: the hardware engine's share (of
+    /// what it supports, only the job's window where it can) goes to an
+    /// engine lane; the rest decodes now, one by one, with the batch
+    /// thread's decoupled CUDA decoder (the job's window). Returns at once
+    /// for the engine's part; [`complete_jpegs`](Self::complete_jpegs)
+    /// collects it.
     ///
     /// In a pipeline the workers have begun most CUDA-route images already
     /// ([`decode_staged`](Self::decode_staged)); what reaches CUDA here is
-    /// what the engine refused and what no worker decoder was free for.
-    pub(crate) fn decode_jpegs(
+    /// what no worker decoder was free for.
+    pub(crate) fn submit_jpegs(
         &self,
-        slot: &mut CudaSlot,
-        jobs: Vec<JpegJob>,
+        arena: &CudaArena,
+        mut jobs: Vec<JpegJob>,
         route: &mut NvRoute,
         counts: &mut RouteCounts,
-    ) -> Result<Vec<JpegOutcome>> {
-        use crate::decode::nvjpeg::{BatchedDecoder, Dest, Roi};
-        let s = &self.k.stream;
+    ) -> Result<Submitted> {
         self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
-        let base = {
-            let (p, _record) = slot.arena.device_ptr_mut(s);
-            p
-        };
-        let dest = |j: &JpegJob, roi: Option<Roi>| Dest {
-            ptr: base + j.at as u64,
-            pitch: roi.map_or(j.width, |r| r.w) as usize * 3,
-        };
+        let base = self.arena_base(arena);
         for j in &jobs {
-            assert!(j.at + j.width as usize * j.height as usize * 3 <= slot.arena.len());
-        }
-        // Per job: the window the hardware engine decodes (None: whole).
-        let mut windows: Vec<Option<Roi>> = vec![None; jobs.len()];
-        let (mut to_hw, mut to_cuda) = (Vec::new(), Vec::new());
-        for (k, j) in jobs.iter().enumerate() {
-            // The draw first: an image bound for CUDA skips the engine's
-            // header parse and support query.
-            let drawn = j.engine_ok && j.route_draw < f64::from(route.share);
-            let support = route.hw.as_mut().filter(|_| drawn).and_then(|hw| {
-                let size = (j.width, j.height);
-                let roi = j
-                    .roi
-                    .filter(|r| crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu));
-                hw.hardware_support(&j.bytes, roi)
-            });
-            if support.is_some() {
-                windows[k] = support.flatten();
-                to_hw.push(k);
-            } else {
-                to_cuda.push(k);
+            if j.at + j.width as usize * j.height as usize * 3 > arena.len() {
+                return Err(Error::Device("JPEG outside its arena (stage bug)".into()));
             }
         }
-        let ctx = &self.k.ctx;
-        let run_hw =
-            |dec: &mut BatchedDecoder, ks: &[usize], rois: &[Option<Roi>], on: &CudaStream| {
-                let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
-                let dst: Vec<Dest> = ks
-                    .iter()
-                    .zip(rois)
-                    .map(|(&k, &r)| dest(&jobs[k], r))
-                    .collect();
-                ctx.bind_to_thread().map_err(drv("bind context"))?;
-                // SAFETY: each destination is inside the arena (asserted
-                // above: the job's space holds the whole image, so also any
-                // window of it), which lives in the slot until `ready`
-                // completes; the compressed bytes move into `slot.jpegs` below
-                // and stay there until then too; the context was bound to this
-                // thread just above.
-                unsafe { dec.decode(&data, &dst, rois, on.cu_stream().cast()) }
-            };
-        // One at a time: the jobs that failed go on to the CPU.
-        let run_cuda = |dec: &mut crate::decode::nvjpeg::DecoupledDecoder, ks: &[usize]| {
-            let mut failed = Vec::new();
-            for &k in ks {
-                let j = &jobs[k];
-                let pixels = u64::from(j.width) * u64::from(j.height);
-                dec.host(&j.bytes, pixels, j.roi)
-                    .and_then(|()| {
-                        // SAFETY: the destination (the job's window, or the
-                        // whole image) is inside the arena (asserted above),
-                        // which lives until `ready` completes; `host` bound
-                        // the decoder's context, `s`'s, to this thread; every
-                        // device phase of this decoder is on `s`.
-                        unsafe { dec.device(dest(j, j.roi), s) }
-                    })
-                    .unwrap_or_else(|_| failed.push(k));
-            }
-            failed
-        };
-        let mut result: Vec<JpegOutcome> = jobs.iter().map(|j| Ok(j.roi)).collect();
-        let NvRoute {
-            hw,
-            cuda,
-            cpu,
-            hw_stream,
-            ..
-        } = route;
-        let (hw_done, cuda_failed) = match hw.as_mut().filter(|_| !to_hw.is_empty()) {
-            None => (None, run_cuda(cuda, &to_cuda)),
-            Some(hw) => {
-                let hs = match hw_stream {
-                    Some(h) => h.clone(),
-                    None => hw_stream
-                        .insert(s.fork().map_err(drv("hardware stream"))?)
-                        .clone(),
-                };
-                // The engine's writes go after what `s` has queued (the
-                // previous kernel's reads of this arena), and `s` goes on
-                // only once they are done.
-                hs.join(s).map_err(drv("hardware stream wait"))?;
-                let rois: Vec<Option<Roi>> = to_hw.iter().map(|&k| windows[k]).collect();
-                let (hw_done, cuda_failed) = std::thread::scope(|sc| {
-                    let engine = sc.spawn(|| run_hw(hw, &to_hw, &rois, &hs));
-                    let cuda_failed = run_cuda(cuda, &to_cuda);
-                    let hw_done = engine.join().unwrap_or_else(|_| {
-                        Err(Error::Device("hardware decode thread panicked".into()))
-                    });
-                    (hw_done, cuda_failed)
-                });
-                ctx.bind_to_thread().map_err(drv("bind context"))?;
-                s.join(&hs).map_err(drv("hardware stream join"))?;
-                (Some(hw_done), cuda_failed)
-            }
-        };
-        counts.cuda += (to_cuda.len() - cuda_failed.len()) as u64;
-        let mut retry = cuda_failed;
-        match hw_done {
-            Some(Ok(())) => {
-                counts.hardware += to_hw.len() as u64;
-                for &k in &to_hw {
-                    result[k] = Ok(windows[k]);
+        let share = f64::from(route.share);
+        let engine = route.lanes.is_some();
+        let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) = (0..jobs.len())
+            .partition(|&k| engine && jobs[k].engine_ok && jobs[k].route_draw < share);
+        let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
+        counts.cuda += (to_cuda.len() - failed.len()) as u64;
+        let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
+            let engine_jobs = to_hw
+                .iter()
+                .map(|&k| {
+                    let j = &mut jobs[k];
+                    let size = (j.width, j.height);
+                    EngineJob {
+                        bytes: std::mem::take(&mut j.bytes),
+                        dest: base + j.at as u64,
+                        width: j.width,
+                        window: j.roi.filter(|r| {
+                            crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu)
+                        }),
+                    }
+                })
+                .collect();
+            l.submit(engine_jobs)
+        });
+        Ok(Submitted {
+            result: jobs.iter().map(|j| Ok(j.roi)).collect(),
+            jobs,
+            to_hw,
+            ticket,
+            failed,
+        })
+    }
+
+    /// Collect a group: wait for the engine's answer, decode what it did
+    /// not take with CUDA, then what failed there with the CPU decoder
+    /// (uploaded). One outcome per job, and the jobs' bytes back.
+    pub(crate) fn complete_jpegs(
+        &self,
+        arena: &mut CudaArena,
+        mut sub: Submitted,
+        route: &mut NvRoute,
+        counts: &mut RouteCounts,
+    ) -> Result<(Vec<JpegOutcome>, Vec<Vec<u8>>)> {
+        let mut retry = Vec::new();
+        if let Some(t) = sub.ticket.take() {
+            match t.wait() {
+                Some(reply) => {
+                    for ((&k, bytes), taken) in sub.to_hw.iter().zip(reply.bytes).zip(reply.taken) {
+                        sub.jobs[k].bytes = bytes;
+                        match taken {
+                            Some(w) => {
+                                counts.hardware += 1;
+                                sub.result[k] = Ok(w);
+                            }
+                            None => retry.push(k),
+                        }
+                    }
+                }
+                None => {
+                    for &k in &sub.to_hw {
+                        sub.result[k] = Err(crate::error::SampleError::Panic(
+                            "the engine lane decoding it died".into(),
+                        ));
+                    }
                 }
             }
-            // On CUDA instead (the job's window).
-            Some(Err(_)) => {
-                let failed = run_cuda(cuda, &to_hw);
-                counts.cuda += (to_hw.len() - failed.len()) as u64;
-                retry.extend(failed);
-            }
-            None => {}
         }
-        for k in retry {
+        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        let base = self.arena_base(arena);
+        let mut failed = std::mem::take(&mut sub.failed);
+        let cuda_failed = self.run_cuda(base, &sub.jobs, &retry, &mut route.cuda);
+        counts.cuda += (retry.len() - cuda_failed.len()) as u64;
+        failed.extend(cuda_failed);
+        let s = &self.k.stream;
+        for k in failed {
             // The CPU decoder, uploaded into the same place as a whole
             // image: the kernel cannot tell the routes apart.
-            let j = &jobs[k];
+            let j = &sub.jobs[k];
             let mut img = crate::decode::Image::default();
-            match j.decode_on_cpu(cpu, &mut img) {
+            match j.decode_on_cpu(&mut route.cpu, &mut img) {
                 Ok(()) => {
                     s.memcpy_htod(
                         img.data.as_slice(),
-                        &mut slot.arena.slice_mut(j.at..j.at + img.data.len()),
+                        &mut arena.buf.slice_mut(j.at..j.at + img.data.len()),
                     )
                     .map_err(drv("upload CPU-decoded image"))?;
                     counts.cpu += 1;
-                    result[k] = Ok(None);
+                    sub.result[k] = Ok(None);
                 }
-                Err(e) => result[k] = Err(e),
+                Err(e) => sub.result[k] = Err(e),
             }
         }
-        slot.jpegs.extend(jobs.into_iter().map(|j| j.bytes));
-        Ok(result)
+        let result = std::mem::take(&mut sub.result);
+        let bytes = std::mem::take(&mut sub.jobs)
+            .into_iter()
+            .map(|j| j.bytes)
+            .collect();
+        Ok((result, bytes))
+    }
+
+    /// Decode `jobs` into `arena` on every route and wait for the device:
+    /// [`submit_jpegs`](Self::submit_jpegs), then
+    /// [`complete_jpegs`](Self::complete_jpegs) (the decode benchmark).
+    pub(crate) fn decode_jpegs(
+        &self,
+        arena: &mut CudaArena,
+        jobs: Vec<JpegJob>,
+        route: &mut NvRoute,
+        counts: &mut RouteCounts,
+    ) -> Result<(Vec<JpegOutcome>, Vec<Vec<u8>>)> {
+        let sub = self.submit_jpegs(arena, jobs, route, counts)?;
+        let out = self.complete_jpegs(arena, sub, route, counts)?;
+        self.synchronize()?;
+        Ok(out)
+    }
+
+    /// Decode `jobs[ks]` one by one with the decoupled decoder on the
+    /// stage's stream into the arena at `base` (the job's window); returns
+    /// those that failed.
+    fn run_cuda(
+        &self,
+        base: u64,
+        jobs: &[JpegJob],
+        ks: &[usize],
+        dec: &mut DecoupledDecoder,
+    ) -> Vec<usize> {
+        let s = &self.k.stream;
+        let mut failed = Vec::new();
+        for &k in ks {
+            let j = &jobs[k];
+            let pixels = u64::from(j.width) * u64::from(j.height);
+            let dest = Dest {
+                ptr: base + j.at as u64,
+                pitch: j.roi.map_or(j.width, |r| r.w) as usize * 3,
+            };
+            dec.host(&j.bytes, pixels, j.roi)
+                .and_then(|()| {
+                    // SAFETY: the destination (the job's window, or the
+                    // whole image) is inside the arena (checked by
+                    // `submit_jpegs`), which the batch thread keeps until
+                    // the launches reading it have finished; `host` bound
+                    // the decoder's context, `s`'s, to this thread; every
+                    // device phase of this decoder is on `s`.
+                    unsafe { dec.device(dest, s) }
+                })
+                .unwrap_or_else(|_| failed.push(k));
+        }
+        failed
     }
 
     /// Finish an image whose host phase a worker ran: queue its copy and
-    /// device phase on the stage's stream, into the arena at `at` (the
+    /// device phase on the stage's stream, into `arena` at `at` (the
     /// window `roi` packed at its own width, or the whole `width` ×
     /// `height` image). The lease goes back to its pool when dropped, after
     /// this returns.
     pub(crate) fn decode_staged(
         &self,
-        slot: &mut CudaSlot,
+        arena: &CudaArena,
         at: usize,
         (width, height): (u32, u32),
-        roi: Option<crate::decode::nvjpeg::Roi>,
+        roi: Option<Roi>,
         mut lease: crate::decode::nvjpeg::Lease,
     ) -> Result<()> {
         let s = &self.k.stream;
-        if at + width as usize * height as usize * 3 > slot.arena.len() {
+        if at + width as usize * height as usize * 3 > arena.len() {
             return Err(Error::Device(
                 "staged image outside the arena (stage bug)".into(),
             ));
         }
-        let base = {
-            let (p, _record) = slot.arena.device_ptr_mut(s);
-            p
-        };
-        let dest = crate::decode::nvjpeg::Dest {
-            ptr: base + at as u64,
+        let dest = Dest {
+            ptr: self.arena_base(arena) + at as u64,
             pitch: roi.map_or(width, |r| r.w) as usize * 3,
         };
         self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
         // SAFETY: the destination (the window, or the whole image) lies in
-        // the arena (checked above), which lives in the slot until `ready`
-        // completes; the context is `s`'s, bound just above; every device
-        // phase of a pooled decoder is queued on `s`, in order.
+        // the arena (checked above), which the batch thread keeps until the
+        // launches reading it have finished; the context is `s`'s, bound
+        // just above; every device phase of a pooled decoder is queued on
+        // `s`, in order.
         unsafe { lease.device(dest, s) }
     }
 
     /// Device address of arena byte 0.
-    pub(crate) fn arena_base(&self, slot: &CudaSlot) -> u64 {
-        let (ptr, _record) = slot.arena.device_ptr(&self.k.stream);
+    pub(crate) fn arena_base(&self, arena: &CudaArena) -> u64 {
+        let (ptr, _record) = arena.buf.device_ptr(&self.k.stream);
         ptr
     }
 }

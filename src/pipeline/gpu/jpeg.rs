@@ -1,70 +1,214 @@
-//! The device stage's nvJPEG route (issue 5): samples that arrive
-//! compressed or with their host phase done, kept tentative until decoded
-//! so that batch positions follow sampler order.
+//! The device stage's nvJPEG route (issues 5 and 16): decode groups.
+//!
+//! nvJPEG-route samples decode into a group's arena: those a worker began
+//! as they arrive (their device phase queued at once), the rest when the
+//! group is sealed, about a batch at a time, at an engine lane. Several
+//! groups decode at once (`PipelineBuilder::batches_in_flight`), one arena
+//! each; the batch thread collects a group when its samples reach their
+//! batch positions, so positions still follow sampler order and the
+//! failures, never timing.
+//!
+//! An arena goes back to the pool once its group's last sample is placed
+//! and the launches that read it are queued (after the slot's flush, an
+//! event marks them); it takes new decodes only after that event.
 
-use super::{DeviceStage, Engine, JpegRoute, Slot, SlotMem};
-use crate::cuda::stage::{JpegJob, JpegOutcome, RouteCounts};
+use super::{DeviceStage, Engine, Slot};
+use crate::cuda::stage::NvRoute;
+use crate::cuda::stage::{CudaArena, JpegJob, JpegOutcome, RouteCounts, Submitted};
+use crate::decode::nvjpeg::Roi;
 use crate::error::{Error, Result, SampleError};
-use crate::pipeline::builder::Config;
 use crate::pipeline::handoff::{Jpeg, Placed, Staged, shift};
 
-impl DeviceStage {
-    /// Whether `j` fits the slot's arena without a resolve or flush first.
-    pub(crate) fn jpeg_fits(&self, slot: &Slot, j: &Jpeg) -> bool {
-        slot.arena_used + j.need() <= self.arena
+/// A decode arena: device memory nvJPEG writes decoded images into.
+#[derive(Debug)]
+pub(crate) enum Arena {
+    Cuda(CudaArena),
+    /// Host memory, shared with the stage's list that the emulated
+    /// launches read; its buffer never moves or changes size, so the
+    /// addresses tiles hold stay valid.
+    #[cfg(feature = "kernel-emu")]
+    Emu(EmuArena),
+}
+
+/// An emulated decode arena.
+#[cfg(feature = "kernel-emu")]
+pub(super) type EmuArena = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// The emulated engine's answer to a group: per job, whether it decoded
+/// into the arena.
+#[cfg(feature = "kernel-emu")]
+pub(super) type EmuReply = Vec<std::result::Result<(), SampleError>>;
+
+/// A group's work at the routes.
+#[derive(Debug)]
+enum Flight {
+    /// The submission, and the entry of each of its jobs.
+    Cuda(Submitted, Vec<usize>),
+    #[cfg(feature = "kernel-emu")]
+    Emu(
+        crate::cuda::lanes::Ticket<EmuReply>,
+        Vec<(usize, Option<Roi>)>,
+    ),
+}
+
+/// One sample of a group: where its image goes in the arena, its draws,
+/// and how its decoding came out once known.
+#[derive(Debug)]
+struct Entry {
+    at: usize,
+    width: u32,
+    height: u32,
+    params: Vec<crate::augment::params::SampleParams>,
+    outcome: Option<JpegOutcome>,
+}
+
+/// Consecutive nvJPEG-route samples decoding into one arena.
+#[derive(Debug)]
+pub(crate) struct Group {
+    /// Before `arena`: dropping it waits for the engine's writes.
+    flight: Option<Flight>,
+    arena: Option<Arena>,
+    used: usize,
+    entries: Vec<Entry>,
+    /// Jobs not yet submitted, with their entry.
+    jobs: Vec<(usize, JpegJob)>,
+    /// Entries placed (or failed) so far, in order.
+    next: usize,
+    sealed: bool,
+}
+
+impl Group {
+    /// Samples put into the group.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
     }
 
-    /// Add an nvJPEG-route sample as tentative; one a worker began is
-    /// finished now (its device phase queued into the arena, overlapping
-    /// the rest of the batch). When the arena is full the caller has
-    /// resolved the tentative ones; what is staged is launched and the
-    /// arena reused (stream order keeps the kernel's reads before the next
-    /// decode's writes). Returns the launches made.
-    pub(crate) fn put_jpeg(&self, cfg: &Config, slot: &mut Slot, mut j: Jpeg) -> Result<usize> {
-        let mut launches = 0;
-        if !self.jpeg_fits(slot, &j) {
-            if !slot.tentative.is_empty() {
-                return Err(Error::Device(
-                    "arena full with undecoded samples (stage bug)".into(),
-                ));
-            }
-            launches = self.flush(cfg, slot, None, None)?;
-            slot.used = 0;
-            slot.arena_used = 0;
-        }
-        let at = slot.arena_used;
-        slot.arena_used += j.need();
-        // A failed device phase leaves the sample to `resolve`'s routes.
-        let done = match j.staged.take() {
-            None => None,
-            Some(staged) => {
-                let roi = j.window();
-                self.finish_staged(slot, at, &j, roi, staged)
-                    .ok()
-                    .map(|()| roi)
-            }
+    pub(crate) fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Whether the next sample's outcome is known.
+    pub(crate) fn collected(&self) -> bool {
+        self.entries
+            .get(self.next)
+            .is_some_and(|e| e.outcome.is_some())
+    }
+
+    /// Whether the next sample decoded (its outcome must be known).
+    pub(crate) fn next_ok(&self) -> bool {
+        matches!(
+            self.entries.get(self.next).and_then(|e| e.outcome.as_ref()),
+            Some(Ok(_))
+        )
+    }
+
+    /// Whether every sample was taken and no more can come.
+    pub(crate) fn done(&self) -> bool {
+        self.sealed && self.next == self.entries.len()
+    }
+}
+
+impl DeviceStage {
+    /// A group with a free arena, once the launches that read the arena
+    /// last have finished; `None` while every arena is in use.
+    pub(crate) fn open_group(&self) -> Result<Option<Group>> {
+        let Ok(mut arena) = self.arenas.1.try_recv() else {
+            return Ok(None);
         };
-        slot.tentative.push((j, at, done));
-        Ok(launches)
+        match (&self.engine, &mut arena) {
+            (Engine::Cuda(e), Arena::Cuda(a)) => {
+                if let Err(err) = e.reuse_arena(a) {
+                    let _ = self.arenas.0.try_send(arena);
+                    return Err(err);
+                }
+            }
+            #[cfg(feature = "kernel-emu")]
+            _ => {}
+        }
+        Ok(Some(Group {
+            flight: None,
+            arena: Some(arena),
+            used: 0,
+            entries: Vec::new(),
+            jobs: Vec::new(),
+            next: 0,
+            sealed: false,
+        }))
+    }
+
+    /// Whether `j` fits the group's arena.
+    pub(crate) fn group_fits(&self, g: &Group, j: &Jpeg) -> bool {
+        !g.sealed && g.used + j.need() <= self.arena
+    }
+
+    /// Put an nvJPEG-route sample into the (open) group: one a worker began
+    /// is finished now (its device phase queued into the arena, overlapping
+    /// the rest of the batch); the others wait for the group's sealing.
+    pub(crate) fn put_jpeg(
+        &self,
+        g: &mut Group,
+        mut j: Jpeg,
+        counts: &mut RouteCounts,
+    ) -> Result<()> {
+        if !self.group_fits(g, &j) {
+            return Err(Error::Device(
+                "JPEG put into a full or sealed group (stage bug)".into(),
+            ));
+        }
+        let at = g.used;
+        g.used += j.need();
+        let roi = j.window();
+        // A failed device phase leaves the sample to the group's routes.
+        let begun = j
+            .staged
+            .take()
+            .and_then(|staged| self.finish_staged(g, at, &j, roi, staged).ok());
+        if begun.is_some() {
+            counts.cuda += 1;
+        }
+        let entry = g.entries.len();
+        g.entries.push(Entry {
+            at,
+            width: j.width,
+            height: j.height,
+            params: std::mem::take(&mut j.params),
+            outcome: begun.map(|()| Ok(roi)),
+        });
+        if begun.is_none() {
+            g.jobs.push((
+                entry,
+                JpegJob {
+                    bytes: j.bytes,
+                    width: j.width,
+                    height: j.height,
+                    at,
+                    roi,
+                    route_draw: j.route_draw,
+                    engine_ok: j.engine_ok,
+                    mcu: j.mcu,
+                },
+            ));
+        }
+        Ok(())
     }
 
     /// Queue the rest of a worker's decode of `j` into the arena at `at`.
     fn finish_staged(
         &self,
-        slot: &mut Slot,
+        g: &mut Group,
         at: usize,
         j: &Jpeg,
-        roi: Option<crate::decode::nvjpeg::Roi>,
+        roi: Option<Roi>,
         staged: Staged,
     ) -> Result<()> {
-        match (&self.engine, &mut slot.mem, staged) {
-            (Engine::Cuda(e), SlotMem::Cuda(c), Staged::Cuda(lease)) => {
-                e.decode_staged(c, at, (j.width, j.height), roi, lease)
+        match (&self.engine, g.arena.as_mut(), staged) {
+            (Engine::Cuda(e), Some(Arena::Cuda(a)), Staged::Cuda(lease)) => {
+                e.decode_staged(a, at, (j.width, j.height), roi, lease)
             }
             #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(_), Staged::Emu(px)) => {
-                slot.emu_arena
-                    .get_mut(at..at + px.len())
+            (Engine::Emu, Some(Arena::Emu(a)), Staged::Emu(px)) => {
+                let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+                a.get_mut(at..at + px.len())
                     .ok_or_else(|| Error::Device("staged image outside the arena".into()))?
                     .copy_from_slice(&px);
                 Ok(())
@@ -74,109 +218,246 @@ impl DeviceStage {
         }
     }
 
-    /// Decode the tentative samples, in the order they were put; each
-    /// comes back placed in the arena (ready for [`place`](Self::place)) or
-    /// with the error that stopped it on every route.
-    pub(crate) fn resolve(
-        &self,
-        slot: &mut Slot,
-    ) -> Result<(Vec<std::result::Result<Placed, SampleError>>, RouteCounts)> {
-        let pending = std::mem::take(&mut slot.tentative);
-        let mut counts = RouteCounts::default();
-        if pending.is_empty() {
-            return Ok((Vec::new(), counts));
+    /// Close the group to new samples and start decoding the ones no
+    /// worker began; returns at once (the engine's share runs at a lane).
+    pub(crate) fn seal(&self, g: &mut Group, counts: &mut RouteCounts) -> Result<()> {
+        if g.sealed {
+            return Ok(());
+        }
+        g.sealed = true;
+        if g.jobs.is_empty() {
+            return Ok(());
         }
         let Some(route) = &self.jpeg else {
-            return Err(Error::Device(
-                "tentative samples without a JPEG route".into(),
-            ));
+            return Err(Error::Device("JPEG group without a JPEG route".into()));
         };
+        let (entries, jobs): (Vec<usize>, Vec<JpegJob>) =
+            std::mem::take(&mut g.jobs).into_iter().unzip();
         let mut route = route.lock().unwrap_or_else(|p| p.into_inner());
-        let mut geometry = Vec::with_capacity(pending.len());
-        let mut jobs = Vec::with_capacity(pending.len());
-        // Per sample: decoded by a worker and `put_jpeg` (its window), or
-        // the next of `jobs`.
-        let mut begun = Vec::with_capacity(pending.len());
-        for (j, at, done) in pending {
-            let roi = j.window();
-            geometry.push((j.width, j.height, at, j.params));
-            begun.push(done);
-            if done.is_some() {
-                counts.cuda += 1;
-                continue;
-            }
-            jobs.push(JpegJob {
-                bytes: j.bytes,
-                width: j.width,
-                height: j.height,
-                at,
-                roi,
-                route_draw: j.route_draw,
-                engine_ok: j.engine_ok,
-                mcu: j.mcu,
-            });
-        }
-        let outcome: Vec<JpegOutcome> = match (&self.engine, &mut slot.mem, &mut *route) {
-            _ if jobs.is_empty() => Vec::new(),
-            (Engine::Cuda(e), SlotMem::Cuda(c), JpegRoute::Cuda(r)) => {
-                e.decode_jpegs(c, jobs, r, &mut counts)?
+        let flight = match (&self.engine, g.arena.as_ref(), &mut *route) {
+            (Engine::Cuda(e), Some(Arena::Cuda(a)), JpegRoute::Cuda(r)) => {
+                Flight::Cuda(e.submit_jpegs(a, jobs, r, counts)?, entries)
             }
             #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(_), JpegRoute::Emu(cpu)) => {
-                // Every image takes the crop-region route here, as on a
+            (Engine::Emu, Some(Arena::Emu(arena)), JpegRoute::Emu(lanes)) => {
+                // Every job takes the crop-region route here, as on a
                 // hardware engine with ROI support: the decoded window is
                 // packed at its own width, and placement must shift the
                 // draws to it. CI checks that bookkeeping bit for bit.
-                let mut img = crate::decode::Image::default();
-                let mut out = Vec::with_capacity(jobs.len());
-                for j in &jobs {
-                    out.push(j.decode_on_cpu(cpu, &mut img).map(|()| {
-                        let arena = &mut slot.emu_arena[j.at..];
-                        match j.roi {
-                            None => arena[..img.data.len()].copy_from_slice(&img.data),
-                            Some(r) => {
-                                let row = r.w as usize * 3;
-                                for (y, src) in img.window_rows(r).enumerate() {
-                                    arena[y * row..][..row].copy_from_slice(src);
-                                }
-                            }
-                        }
-                        counts.cpu += 1;
-                        j.roi
-                    }));
-                }
-                out
+                let placed = entries
+                    .iter()
+                    .zip(&jobs)
+                    .map(|(&k, j)| (k, j.roi))
+                    .collect();
+                let work = jobs
+                    .into_iter()
+                    .map(|j| EmuJob {
+                        bytes: j.bytes,
+                        size: (j.width, j.height),
+                        roi: j.roi,
+                        arena: arena.clone(),
+                        at: j.at,
+                    })
+                    .collect();
+                Flight::Emu(lanes.submit(work), placed)
             }
             #[allow(unreachable_patterns)]
             _ => return Err(Error::Device("JPEG route of another engine".into())),
         };
-        let base = self.arena_base(slot);
-        let mut outcome = outcome.into_iter();
-        let placed = geometry
-            .into_iter()
-            .zip(begun)
-            .map(|((w, h, at, mut params), begun)| {
-                let decoded = match begun {
-                    Some(roi) => Ok(roi),
-                    None => outcome.next().ok_or_else(|| {
-                        SampleError::Panic("fewer outcomes than jobs (stage bug)".into())
-                    })?,
-                };
-                let (width, height) = match decoded? {
-                    None => (w, h),
-                    Some(r) => {
-                        shift(&mut params, r.x, r.y);
-                        (r.w, r.h)
-                    }
-                };
-                Ok(Placed {
-                    src: base + at as u64,
-                    width,
-                    height,
-                    params,
-                })
-            })
-            .collect();
-        Ok((placed, counts))
+        g.flight = Some(flight);
+        Ok(())
     }
+
+    /// Whether the sealed group's decoding has come back (never blocks).
+    pub(crate) fn group_ready(&self, g: &mut Group) -> bool {
+        g.sealed
+            && match &mut g.flight {
+                None => true,
+                Some(Flight::Cuda(s, _)) => s.ready(),
+                #[cfg(feature = "kernel-emu")]
+                Some(Flight::Emu(t, _)) => t.ready(),
+            }
+    }
+
+    /// Wait for the group's decoding and record each sample's outcome;
+    /// seals the group first if it is open.
+    pub(crate) fn collect(&self, g: &mut Group, counts: &mut RouteCounts) -> Result<()> {
+        self.seal(g, counts)?;
+        let Some(flight) = g.flight.take() else {
+            return Ok(());
+        };
+        let Some(route) = &self.jpeg else {
+            return Err(Error::Device("JPEG group without a JPEG route".into()));
+        };
+        let mut route = route.lock().unwrap_or_else(|p| p.into_inner());
+        match (flight, &self.engine, g.arena.as_mut(), &mut *route) {
+            (
+                Flight::Cuda(sub, entries),
+                Engine::Cuda(e),
+                Some(Arena::Cuda(a)),
+                JpegRoute::Cuda(r),
+            ) => {
+                // The bytes are done with: the engine's writes are complete
+                // and the other routes copied what they need.
+                let (outcomes, _bytes) = e.complete_jpegs(a, sub, r, counts)?;
+                for (k, o) in entries.into_iter().zip(outcomes) {
+                    g.entries[k].outcome = Some(o);
+                }
+            }
+            #[cfg(feature = "kernel-emu")]
+            (Flight::Emu(t, placed), Engine::Emu, Some(Arena::Emu(_)), JpegRoute::Emu(_)) => {
+                let reply = t.wait().unwrap_or_default();
+                let mut reply = reply.into_iter();
+                for (k, roi) in placed {
+                    let got = reply.next().unwrap_or_else(|| {
+                        Err(SampleError::Panic("the emulated engine died".into()))
+                    });
+                    counts.hardware += u64::from(got.is_ok());
+                    g.entries[k].outcome = Some(got.map(|()| roi));
+                }
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(Error::Device("JPEG route of another engine".into())),
+        }
+        Ok(())
+    }
+
+    /// Take the group's next sample, collected: placed in the arena (ready
+    /// for [`place`](Self::place)) or with the error that stopped it on
+    /// every route.
+    pub(crate) fn take_entry(
+        &self,
+        g: &mut Group,
+    ) -> Result<std::result::Result<Placed, SampleError>> {
+        let base = match g.arena.as_ref() {
+            Some(a) => self.arena_base(a),
+            None => return Err(Error::Device("group without an arena (stage bug)".into())),
+        };
+        let Some(e) = g.entries.get_mut(g.next) else {
+            return Err(Error::Device(
+                "more JPEGs taken than put (stage bug)".into(),
+            ));
+        };
+        let Some(outcome) = e.outcome.take() else {
+            return Err(Error::Device(
+                "JPEG taken before its group was collected (stage bug)".into(),
+            ));
+        };
+        g.next += 1;
+        let mut params = std::mem::take(&mut e.params);
+        Ok(outcome.map(|decoded| {
+            let (width, height) = match decoded {
+                None => (e.width, e.height),
+                Some(r) => {
+                    shift(&mut params, r.x, r.y);
+                    (r.w, r.h)
+                }
+            };
+            Placed {
+                src: base + e.at as u64,
+                width,
+                height,
+                params,
+            }
+        }))
+    }
+
+    fn arena_base(&self, a: &Arena) -> u64 {
+        match (&self.engine, a) {
+            (Engine::Cuda(e), Arena::Cuda(c)) => e.arena_base(c),
+            #[cfg(feature = "kernel-emu")]
+            (_, Arena::Emu(v)) => v.lock().unwrap_or_else(|p| p.into_inner()).as_ptr() as u64,
+            #[cfg(feature = "kernel-emu")]
+            _ => 0,
+        }
+    }
+
+    /// A group whose samples are all taken: its arena waits in `slot`
+    /// (whose tiles may read it) until the slot's next flush; without a
+    /// slot, no tile reads it and it goes back now.
+    pub(crate) fn retire(&self, mut g: Group, slot: Option<&mut Slot>) {
+        drop(g.flight.take());
+        if let Some(a) = g.arena.take() {
+            match slot {
+                Some(s) => s.arenas.push(a),
+                None => self.release(a),
+            }
+        }
+    }
+
+    /// Give back the arena of a group that no batch will read (an
+    /// abandoned epoch), once the engine is done with it.
+    pub(crate) fn abandon(&self, g: Group) {
+        self.retire(g, None);
+    }
+
+    /// Back to the pool, marked on the stream after the launches queued
+    /// so far (those that read it).
+    pub(super) fn release(&self, mut a: Arena) {
+        match (&self.engine, &mut a) {
+            // A failed record leaves the arena unmarked: its next user
+            // waits for nothing. Only a dead context fails here, and then
+            // nothing runs on the device anyway.
+            (Engine::Cuda(e), Arena::Cuda(c)) => drop(e.release_arena(c)),
+            #[cfg(feature = "kernel-emu")]
+            _ => {}
+        }
+        let _ = self.arenas.0.try_send(a);
+    }
+}
+
+/// Who decodes the nvJPEG route's images.
+#[allow(clippy::large_enum_variant)] // One per pipeline; boxing buys nothing.
+pub(super) enum JpegRoute {
+    Cuda(NvRoute),
+    /// The emulated device plays a hardware engine: lanes that decode
+    /// with the CPU decoder, answered into the group's arena. The same
+    /// bookkeeping, checkable without a GPU.
+    #[cfg(feature = "kernel-emu")]
+    Emu(crate::cuda::lanes::Lanes<Vec<EmuJob>, EmuReply>),
+}
+
+/// An image for the emulated engine: bytes, header size, window, and
+/// where it goes (arena, byte offset).
+#[cfg(feature = "kernel-emu")]
+pub(super) struct EmuJob {
+    pub(super) bytes: Vec<u8>,
+    pub(super) size: (u32, u32),
+    pub(super) roi: Option<crate::decode::nvjpeg::Roi>,
+    pub(super) arena: EmuArena,
+    pub(super) at: usize,
+}
+
+/// The emulated engine's lane: decode each job on the CPU and write its
+/// window (or whole image), packed at its own width, into the arena, as
+/// the engine does. Its decoder and image buffer are reused, so that a
+/// lane allocates nothing per image once warm (tests/memory.rs).
+#[cfg(feature = "kernel-emu")]
+pub(super) fn emu_engine(
+    (cpu, img): &mut (crate::decode::CpuDecoder, crate::decode::Image),
+    jobs: Vec<EmuJob>,
+) -> EmuReply {
+    jobs.into_iter()
+        .map(|j| {
+            crate::cuda::stage::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
+            let whole = crate::decode::nvjpeg::Roi {
+                x: 0,
+                y: 0,
+                w: j.size.0,
+                h: j.size.1,
+            };
+            let r = j.roi.unwrap_or(whole);
+            let row = r.w as usize * 3;
+            let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
+            let out = arena
+                .get_mut(j.at..j.at + row * r.h as usize)
+                .ok_or_else(|| {
+                    crate::error::SampleError::Panic("window outside the arena".into())
+                })?;
+            for (y, src) in img.window_rows(r).enumerate() {
+                out[y * row..][..row].copy_from_slice(src);
+            }
+            Ok(())
+        })
+        .collect()
 }

@@ -1,0 +1,136 @@
+//! Threads that run the device stage's decode calls off the batch thread
+//! (issue 16, item 1): each lane owns its state (an nvJPEG engine decoder
+//! with its stream, or the emulated device's CPU decoder), takes requests
+//! from one queue and answers each on a channel of its own, so that
+//! several batches decode at once while the batch thread fills the next.
+
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, unbounded};
+
+use crate::error::{Error, Result};
+
+/// A request and where its answer goes.
+type Work<Q, A> = (Q, Sender<A>);
+
+/// `n` threads, each owning one state, answering requests in the order a
+/// free lane takes them.
+pub(crate) struct Lanes<Q: Send + 'static, A: Send + 'static> {
+    tx: Option<Sender<Work<Q, A>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl<Q: Send + 'static, A: Send + 'static> std::fmt::Debug for Lanes<Q, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lanes")
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
+    /// One thread per state, named `name-K`; `run` answers a request.
+    pub(crate) fn new<S, F>(name: &str, states: Vec<S>, run: F) -> Result<Self>
+    where
+        S: Send + 'static,
+        F: Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    {
+        let (tx, rx) = unbounded::<Work<Q, A>>();
+        let mut threads = Vec::with_capacity(states.len());
+        for (k, mut state) in states.into_iter().enumerate() {
+            let (rx, run): (Receiver<Work<Q, A>>, F) = (rx.clone(), run.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("{name}-{k}"))
+                .spawn(move || {
+                    while let Ok((q, reply)) = rx.recv() {
+                        // Nobody waiting (an abandoned ticket) is fine.
+                        let _ = reply.send(run(&mut state, q));
+                    }
+                })
+                .map_err(|e| Error::Worker(format!("cannot start a {name} thread: {e}")))?;
+            threads.push(t);
+        }
+        Ok(Lanes {
+            tx: Some(tx),
+            threads,
+        })
+    }
+
+    /// Queue `q` for the next free lane.
+    pub(crate) fn submit(&self, q: Q) -> Ticket<A> {
+        let (reply, rx) = bounded(1);
+        if let Some(tx) = &self.tx {
+            // A send fails only once every lane has exited (a panic); the
+            // ticket then answers `None`.
+            let _ = tx.send((q, reply));
+        }
+        Ticket { rx, got: None }
+    }
+}
+
+impl<Q: Send + 'static, A: Send + 'static> Drop for Lanes<Q, A> {
+    fn drop(&mut self) {
+        // Closing the queue ends every lane after the work it holds.
+        self.tx = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The answer to one request, once a lane has given it.
+#[derive(Debug)]
+pub(crate) struct Ticket<A> {
+    rx: Receiver<A>,
+    got: Option<A>,
+}
+
+impl<A> Ticket<A> {
+    /// Whether the answer is in (never blocks).
+    pub(crate) fn ready(&mut self) -> bool {
+        if self.got.is_none() {
+            match self.rx.try_recv() {
+                Ok(a) => self.got = Some(a),
+                Err(TryRecvError::Empty) => return false,
+                // The lane died (a panic): waiting is over, with no answer.
+                Err(TryRecvError::Disconnected) => return true,
+            }
+        }
+        true
+    }
+
+    /// The answer, waiting for it; `None` when the lane died first.
+    pub(crate) fn wait(mut self) -> Option<A> {
+        self.got.take().or_else(|| self.rx.recv().ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lanes;
+
+    #[test]
+    fn lanes_answer_every_request_and_survive_a_panic() {
+        let lanes = Lanes::new("test", vec![0u32, 100], |s: &mut u32, q: u32| {
+            assert!(q != 7, "lane panics on 7");
+            *s += 1;
+            q * 2
+        })
+        .unwrap();
+        let mut tickets: Vec<_> = (0..20)
+            .filter(|&q| q != 7)
+            .map(|q| lanes.submit(q))
+            .collect();
+        let dead = lanes.submit(7);
+        assert_eq!(dead.wait(), None);
+        let mut first = tickets.remove(0);
+        while !first.ready() {
+            std::thread::yield_now();
+        }
+        assert_eq!(first.wait(), Some(0));
+        // One lane died with the panic; the other answers the rest.
+        let got: Vec<_> = tickets.into_iter().map(|t| t.wait()).collect();
+        let want: Vec<_> = (1..20).filter(|&q| q != 7).map(|q| Some(q * 2)).collect();
+        assert_eq!(got, want);
+    }
+}

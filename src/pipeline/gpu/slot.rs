@@ -1,0 +1,132 @@
+//! A device batch slot: its memory, the packing state of the batch being
+//! assembled in it, and the way home of a slot a batch holds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_channel::Sender;
+
+use super::super::batch::Storage;
+use super::Arena;
+use crate::augment::photo::PhotoParams;
+use crate::cuda::desc::GfTile;
+use crate::cuda::stage::CudaSlot;
+
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // One per slot; boxing buys nothing.
+pub(crate) enum SlotMem {
+    Cuda(CudaSlot),
+    #[cfg(feature = "kernel-emu")]
+    Emu(Vec<u8>),
+}
+
+/// One batch's worth of device memory, plus the packing state of the batch
+/// being assembled in it.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) mem: SlotMem,
+    /// One per view spec; moved into the batch's tensors while the trainer
+    /// holds the batch.
+    pub(crate) outs: Vec<Storage>,
+    /// Staging bytes used by pixels since the last flush.
+    pub(crate) used: usize,
+    /// Decode arenas whose last images this slot's tiles read: released
+    /// at the next flush.
+    pub(crate) arenas: Vec<Arena>,
+    /// Tiles not yet launched, per view; `src` is an absolute address.
+    pub(crate) tiles: Vec<Vec<GfTile>>,
+    /// Draws with photometric ops not yet launched, per view (issue 19).
+    pub(crate) photo: Vec<Vec<(GfTile, PhotoParams)>>,
+}
+
+impl Slot {
+    /// Whether decode arenas wait for this slot's next flush.
+    pub(crate) fn holds_arenas(&self) -> bool {
+        !self.arenas.is_empty()
+    }
+
+    /// The event the trainer's stream waits on (CUDA slots).
+    pub(crate) fn event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.event()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
+
+    /// Labels on the device (CUDA slots), `batch_size` long.
+    pub(crate) fn labels(&self) -> Option<&cudarc::driver::CudaSlice<u32>> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.labels()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
+
+    /// Mixup's soft labels on the device (CUDA slots of mixup pipelines).
+    pub(crate) fn soft_labels(&self) -> Option<&cudarc::driver::CudaSlice<f32>> {
+        match &self.mem {
+            SlotMem::Cuda(c) => Some(c.soft_labels()),
+            #[cfg(feature = "kernel-emu")]
+            SlotMem::Emu(_) => None,
+        }
+    }
+}
+
+/// Byte layout of a slot's staging buffer: `[pixels | tiles | labels]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StagingLayout {
+    pub(crate) pixels: usize,
+    pub(crate) tiles_at: usize,
+    /// Bytes of descriptors a batch may need: a `GfTile` per draw, and a
+    /// `GfPhoto` more per draw of a view with photometric ops.
+    pub(crate) tiles: usize,
+    pub(crate) labels_at: usize,
+    /// Mixup's soft labels, after the labels (issue 19).
+    pub(crate) soft_at: usize,
+    pub(crate) total: usize,
+}
+
+impl StagingLayout {
+    pub(crate) fn new(pixels: usize, tiles: usize, batch: usize, soft: usize) -> StagingLayout {
+        let tiles_at = pixels.next_multiple_of(256);
+        let labels_at = (tiles_at + tiles).next_multiple_of(256);
+        StagingLayout {
+            pixels,
+            tiles_at,
+            tiles,
+            labels_at,
+            soft_at: labels_at + batch * 4,
+            total: labels_at + batch * 4 + soft * 4,
+        }
+    }
+}
+
+/// Pinned host and device bytes held by a pipeline's fixed pools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Page-locked host memory (staging).
+    pub pinned_bytes: u64,
+    /// Device memory (staging copies, outputs, labels, the nvJPEG route's
+    /// decode arenas and the photometric scratch).
+    pub device_bytes: u64,
+    /// Batch slots (`prefetch + 1`): batches queued for the trainer, held by
+    /// it, or being filled.
+    pub slots: usize,
+}
+
+/// Where a batch's slot goes back on drop, counting the slots that batches
+/// hold (queued for the trainer or held by it).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotHome {
+    pub(crate) tx: Sender<Slot>,
+    pub(crate) in_batches: Arc<AtomicUsize>,
+}
+
+impl SlotHome {
+    /// Return the slot of a batch. A pipeline already gone frees it here.
+    pub(crate) fn give_back(&self, slot: Slot) {
+        self.in_batches.fetch_sub(1, Ordering::AcqRel);
+        let _ = self.tx.try_send(slot);
+    }
+}
