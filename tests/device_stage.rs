@@ -609,6 +609,7 @@ fn emu_trace_shows_the_device_stage() {
     for span in [
         "device: put JPEG",
         "device: collect decodes",
+        "engine: decode call",
         "device: copies and launches",
         "nvJPEG host phase",
         "trainer holds batch",
@@ -619,4 +620,8 @@ fn emu_trace_shows_the_device_stage() {
         );
     }
     assert!(json.contains("gpufeed-batch"), "the batch thread's track");
+    assert!(
+        json.contains("gpufeed-emu-engine-"),
+        "an engine lane's track"
+    );
 }

@@ -406,7 +406,7 @@ impl DecodeBench {
         let arena = engine.alloc_arena(arena)?;
         let cpu = crate::decode::CpuDecoder::new(false);
         // One batch at a time: one engine lane.
-        let route = super::stage::NvRoute::new(&engine, hardware_share, batch, 1, cpu)?;
+        let route = super::stage::NvRoute::new(&engine, hardware_share, batch, 1, cpu, None)?;
         let pool = crate::decode::nvjpeg::DecoderPool::new(engine.context(), batch + 1)?;
         Ok(DecodeBench {
             threads,

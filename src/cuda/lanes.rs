@@ -10,6 +10,29 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, unbounded};
 
 use crate::error::{Error, Result};
 
+/// Told each lane call's name and start as it ends, on the lane's thread
+/// (the pipeline's timeline, issue 16 item 6; `cuda/` knows nothing of
+/// it).
+pub(crate) type Observe = std::sync::Arc<dyn Fn(&'static str, std::time::Instant) + Send + Sync>;
+
+/// The name lane calls show under in a timeline.
+pub(crate) const CALL: &str = "engine: decode call";
+
+/// `run`, reporting each call to `observe` when there is one.
+pub(crate) fn observed<S, Q, A>(
+    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    observe: Option<Observe>,
+) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+    move |s, q| {
+        let t0 = std::time::Instant::now();
+        let a = run(s, q);
+        if let Some(o) = &observe {
+            o(CALL, t0);
+        }
+        a
+    }
+}
+
 /// A request and where its answer goes.
 type Work<Q, A> = (Q, Sender<A>);
 

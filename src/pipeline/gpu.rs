@@ -139,14 +139,25 @@ impl DeviceStage {
     /// Allocate `slots` slots for `cfg`: every buffer the stage will use,
     /// but for the decoders of the workers' nvJPEG host phases, which are
     /// made as needed, at most one per sample in flight.
-    pub(crate) fn new(engine: Engine, cfg: &Config, slots: usize) -> Result<DeviceStage> {
+    /// With `trace`, the engine lanes' calls show on their own tracks.
+    pub(crate) fn new(
+        engine: Engine,
+        cfg: &Config,
+        slots: usize,
+        trace: Option<Arc<super::trace::Trace>>,
+    ) -> Result<DeviceStage> {
+        let observe = trace.map(|t| -> crate::cuda::lanes::Observe {
+            Arc::new(move |name, t0| t.span(name, t0, super::trace::Arg::None))
+        });
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
             match &engine {
                 Engine::Cuda(e) => {
                     let lanes = cfg.in_flight;
-                    match NvRoute::new(e, cfg.hardware_share, cfg.batch_size, lanes, fallback()?) {
+                    let cpu = fallback()?;
+                    let (share, batch) = (cfg.hardware_share, cfg.batch_size);
+                    match NvRoute::new(e, share, batch, lanes, cpu, observe) {
                         Ok(r) => {
                             // One per sample in flight, and the carried
                             // one: never fewer than the leases samples can
@@ -181,8 +192,11 @@ impl DeviceStage {
                     let cpus = (0..cfg.in_flight)
                         .map(|_| Ok((fallback()?, crate::decode::Image::default())))
                         .collect::<Result<Vec<_>>>()?;
-                    let lanes =
-                        crate::cuda::lanes::Lanes::new("gpufeed-emu-engine", cpus, emu_engine)?;
+                    let lanes = crate::cuda::lanes::Lanes::new(
+                        "gpufeed-emu-engine",
+                        cpus,
+                        crate::cuda::lanes::observed(emu_engine, observe),
+                    )?;
                     (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
                 }
             }

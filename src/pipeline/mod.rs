@@ -79,13 +79,16 @@ impl Pipeline {
         let window = config.window();
         // Slots: the batch being assembled plus `prefetch` the trainer may
         // hold; all device memory is allocated here, none later.
+        let shared_trace = config.trace.then(|| Arc::new(trace::Trace::new()));
         let stage = engine
-            .map(|e| DeviceStage::new(e, &config, config.prefetch + 1).map(Arc::new))
+            .map(|e| {
+                DeviceStage::new(e, &config, config.prefetch + 1, shared_trace.clone())
+                    .map(Arc::new)
+            })
             .transpose()?;
         config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
         config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);
         config.worker_decode = stage.as_deref().and_then(DeviceStage::worker_decode);
-        let shared_trace = config.trace.then(|| Arc::new(trace::Trace::new()));
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),

@@ -4,9 +4,11 @@
 //!
 //! Spans are timed on the host with `Instant`: reads, header parses,
 //! decodes (or the nvJPEG host phase) and augments on the reader and
-//! worker threads; the device stage's calls on the batch thread (the
-//! hardware engine's batch, which the thread waits for, shows at its real
-//! length); the trainer's wait for each batch and how long it held it.
+//! worker threads; the device stage's calls on the batch thread (putting
+//! JPEGs into decode groups, waiting to collect a group, copies and
+//! launches); each engine call on its lane's track (support queries, the
+//! call and the wait for its completion, so the engine's real time); the
+//! trainer's wait for each batch and how long it held it.
 //! GPU-side times (kernels, copies, the CUDA route's device phase) are
 //! not in it yet: those need CUDA events read back after the fact.
 

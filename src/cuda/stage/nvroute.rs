@@ -196,13 +196,15 @@ pub(crate) struct RouteCounts {
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
     /// most `batch` images a call, to which `share` of the images the
-    /// engine supports go. An error when nvJPEG cannot be used at all.
+    /// engine supports go; `observe` hears of each lane call. An error
+    /// when nvJPEG cannot be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
         share: f32,
         batch: usize,
         lanes: usize,
         cpu: crate::decode::CpuDecoder,
+        observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
         let stats = Arc::new(Mutex::new(vec![Default::default(); lanes.max(1)]));
@@ -224,7 +226,8 @@ impl NvRoute {
         let lanes = if states.is_empty() {
             None
         } else {
-            Some(Lanes::new("gpufeed-engine", states, run_lane)?)
+            let run = crate::cuda::lanes::observed(run_lane, observe);
+            Some(Lanes::new("gpufeed-engine", states, run)?)
         };
         Ok(NvRoute {
             lanes,
