@@ -84,6 +84,10 @@ struct EngineJob {
     dest: u64,
     width: u32,
     window: Option<Roi>,
+    /// The order the engine likes its images in: by chroma subsampling
+    /// (the MCU size), then by size (issue 16, item 2; DALI sorts its
+    /// hardware batches the same way).
+    order: ((u32, u32), u64),
 }
 
 /// A lane's answer: the bytes back, and per job `Some(window)` where the
@@ -121,6 +125,10 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
             }
         }
         if !ks.is_empty() {
+            let mut by_order: Vec<usize> = (0..ks.len()).collect();
+            by_order.sort_by_key(|&i| jobs[ks[i]].order);
+            let ks: Vec<usize> = by_order.iter().map(|&i| ks[i]).collect();
+            let rois: Vec<Option<Roi>> = by_order.iter().map(|&i| rois[i]).collect();
             let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
             let dst: Vec<Dest> = ks
                 .iter()
@@ -339,6 +347,7 @@ impl CudaEngine {
                         bytes: std::mem::take(&mut j.bytes),
                         dest: base + j.at as u64,
                         width: j.width,
+                        order: (j.mcu, u64::from(j.width) * u64::from(j.height)),
                         window: j.roi.filter(|r| {
                             crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu)
                         }),
