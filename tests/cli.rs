@@ -63,6 +63,30 @@ fn bench_prints_a_table_and_json() {
     assert_eq!(v["epochs"][0]["images"], 28);
     assert!(v["img_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(v["errors"]["corrupt"], 0);
+    // Issue 16, item 4: CPU time per image by thread kind; the kinds add
+    // up to the process's CPU time.
+    let kinds = v["cpu_ms_per_image_by_thread"].as_object().unwrap();
+    let names: Vec<&str> = kinds.keys().map(String::as_str).collect();
+    for k in [
+        "readers",
+        "workers",
+        "batch thread",
+        "engine lanes",
+        "consumer",
+        "other",
+    ] {
+        assert!(names.contains(&k), "{k} missing: {names:?}");
+    }
+    let sum: f64 = kinds.values().map(|x| x.as_f64().unwrap()).sum();
+    let total = v["cpu_s_per_1000_images"].as_f64().unwrap();
+    assert!(
+        kinds.values().all(|x| x.as_f64().unwrap() >= 0.0),
+        "{kinds:?}"
+    );
+    assert!(
+        (sum - total).abs() <= 0.05 * total + 0.1,
+        "{sum} vs {total}"
+    );
 }
 
 fn bench_reports_bad_input_clearly() {

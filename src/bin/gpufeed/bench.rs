@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::procstat::{KINDS, cpu_by_kind, cpu_seconds, reset_peak_rss, status_kib};
 use anyhow::{Context, bail};
 use gpufeed::{DType, Layout, Pipeline, Source, Transform, augment::Normalize, error::ErrorKind};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -243,35 +244,6 @@ fn expand(args: &Args) -> anyhow::Result<Vec<(String, Args)>> {
     Ok(configs)
 }
 
-/// CPU time of this process (user + system) from /proc/self/stat, whose
-/// fields 14 and 15 count clock ticks (100 per second on Linux).
-pub(crate) fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The command name may hold spaces; fields restart after its ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
-}
-
-/// A field of /proc/self/status in KiB (VmHWM, VmRSS).
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Reset the peak-RSS mark (Linux: writing 5 to clear_refs), so that each
-/// configuration of a sweep reports its own peak.
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 /// One configuration's measurement.
 struct Run {
     label: String,
@@ -283,6 +255,8 @@ struct Run {
     /// Requests to object storage per second (0 for local files).
     requests_per_s: f64,
     cpu_s_per_1000: f64,
+    /// CPU milliseconds per image by thread kind ([`KINDS`]).
+    cpu_ms_by_kind: Vec<(&'static str, f64)>,
     peak_rss_mib: f64,
     memory: gpufeed::pipeline::Memory,
     queue_depth_batches: f64,
@@ -368,6 +342,7 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
     let step = Duration::from_secs_f64(args.consumer_ms.max(0.0) / 1e3);
     let mut epochs = Vec::new();
     let (mut steady_start, mut cpu_start) = (pipeline.stats(), cpu_seconds());
+    let mut kinds_start = cpu_by_kind();
     let warmup = args.epochs > 1;
     for e in 0..args.epochs {
         if INTERRUPTED.load(Ordering::Relaxed) {
@@ -404,10 +379,12 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
         if e == 0 && warmup {
             steady_start = pipeline.stats();
             cpu_start = cpu_seconds();
+            kinds_start = cpu_by_kind();
         }
     }
     bar.finish_and_clear();
     let cpu = cpu_seconds() - cpu_start;
+    let kinds_end = cpu_by_kind();
     if let (Some(path), Some(json)) = (&args.trace, pipeline.trace_json()) {
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote the timeline to {}", path.display());
@@ -465,6 +442,13 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
         mb_per_s: (stats.bytes_read - steady_start.bytes_read) as f64 / 1e6 / secs,
         requests_per_s: (stats.requests - steady_start.requests) as f64 / secs,
         cpu_s_per_1000: cpu * 1000.0 / images.max(1) as f64,
+        cpu_ms_by_kind: KINDS
+            .iter()
+            .map(|&k| {
+                let s = kinds_end[k] - kinds_start[k];
+                (k, s.max(0.0) * 1000.0 / images.max(1) as f64)
+            })
+            .collect(),
         peak_rss_mib: status_kib("VmHWM") as f64 / 1024.0,
         memory: pipeline.memory(),
         queue_depth_batches: depth / args.batch as f64,
@@ -478,6 +462,16 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
     })
 }
 
+/// CPU milliseconds per image by thread kind, as a JSON object.
+fn by_kind_json(r: &Run) -> Value {
+    Value::Object(
+        r.cpu_ms_by_kind
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    )
+}
+
 fn row_json(r: &Run) -> Value {
     json!({
         "config": r.label,
@@ -486,6 +480,7 @@ fn row_json(r: &Run) -> Value {
         "mb_per_s": r.mb_per_s,
         "requests_per_s": r.requests_per_s,
         "cpu_s_per_1000_images": r.cpu_s_per_1000,
+        "cpu_ms_per_image_by_thread": by_kind_json(r),
         "peak_rss_mib": r.peak_rss_mib,
         "pinned_mib": r.memory.pinned_bytes as f64 / (1 << 20) as f64,
         "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
@@ -680,6 +675,7 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
             "errors": errors,
             "mb_per_s": r.mb_per_s,
             "cpu_s_per_1000_images": r.cpu_s_per_1000,
+            "cpu_ms_per_image_by_thread": by_kind_json(r),
             "peak_rss_mib": r.peak_rss_mib,
             "queue_depth_batches": r.queue_depth_batches,
             "wait_fraction": r.wait_fraction,
@@ -746,6 +742,12 @@ fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow::Result<()
         r.queue_depth_batches,
         r.limit
     );
+    let kinds: Vec<String> = r
+        .cpu_ms_by_kind
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.3}"))
+        .collect();
+    println!("  CPU ms per image by thread: {}", kinds.join(", "));
     if stats.requests > 0 {
         println!(
             "  object storage: {:.1} requests/s, {} requests, {} retries",

@@ -66,13 +66,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
         let warm = b.routes();
         let engine0 = b.engine_time();
-        let (cpu0, t0) = (super::bench::cpu_seconds(), Instant::now());
+        let (cpu0, t0) = (super::procstat::cpu_seconds(), Instant::now());
         let mut pixels = 0;
         for _ in 0..args.iters {
             pixels += b.run_batch()?;
         }
         let secs = t0.elapsed().as_secs_f64();
-        let cpu = super::bench::cpu_seconds() - cpu0;
+        let cpu = super::procstat::cpu_seconds() - cpu0;
         let images = (args.common.batch * args.iters) as f64;
         let (img_s, mp_s, cpu_ms) = (
             images / secs,

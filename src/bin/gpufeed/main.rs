@@ -5,6 +5,7 @@ mod decode_bench;
 mod kernel_bench;
 mod pack;
 mod preview;
+mod procstat;
 mod scan;
 
 use std::path::PathBuf;
@@ -65,6 +66,10 @@ fn parse_device(s: &str) -> anyhow::Result<Device> {
         "cpu" => Device::Cpu,
         "auto" => Device::Auto,
         "cuda" => Device::Cuda(0),
+        // The emulated device (builds with `kernel-emu`): the device
+        // stage's packing, queue and decode groups without a GPU.
+        #[cfg(feature = "kernel-emu")]
+        "emulated" => Device::Emulated,
         _ => match s.strip_prefix("cuda:") {
             Some(n) => Device::Cuda(n.parse().context("device index after `cuda:`")?),
             None => bail!("unknown device {s:?}: expected cpu, auto, cuda or cuda:N"),
