@@ -50,6 +50,25 @@ pub enum Error {
     /// The requested device cannot be used.
     #[error("device unavailable: {0}")]
     Device(String),
+    /// A CUDA driver call failed at run time (a copy, a launch, an event);
+    /// the driver's error is kept as the source.
+    #[error("CUDA: {what}: {source}")]
+    Cuda {
+        /// What the call was for.
+        what: &'static str,
+        /// The driver's error.
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    /// An nvJPEG call failed at run time; its status is kept as the source.
+    #[error("nvJPEG: {call}: {source}")]
+    Nvjpeg {
+        /// The nvJPEG function.
+        call: &'static str,
+        /// Its status.
+        #[source]
+        source: crate::decode::nvjpeg::NvJpegStatus,
+    },
     /// A pipeline thread stopped unexpectedly; the pipeline cannot continue.
     #[error("pipeline worker stopped: {0}")]
     Worker(String),

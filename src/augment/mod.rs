@@ -10,11 +10,13 @@ pub(crate) mod params;
 pub(crate) mod photo;
 pub(crate) mod photo_cpu;
 mod recipe;
+mod tensor_data;
 
 pub use mix::Mixup;
 pub use params::Transform;
 pub use photo::{ColorJitter, EraseValue, GaussianBlur, Photometric, RandomErasing, Solarize};
 pub use recipe::Recipe;
+pub(crate) use tensor_data::TensorData;
 
 /// `img` resized to `width × height` (both at least 1) with the pipeline's
 /// filter: triangle (bilinear) taps widened by the shrink factor when

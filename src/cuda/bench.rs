@@ -119,8 +119,8 @@ pub fn kernel_bandwidth(
     })
 }
 
-fn drv(what: &str, e: cudarc::driver::DriverError) -> Error {
-    Error::Device(format!("{what}: {e:?}"))
+fn drv(what: &'static str, source: cudarc::driver::DriverError) -> Error {
+    Error::Cuda { what, source }
 }
 
 /// What every kernel benchmark starts from: the kernels on device `index`,
@@ -379,7 +379,7 @@ impl DecodeBench {
             let Ok(h) = crate::jpeg::parse_header(bytes, crate::jpeg::DEFAULT_MAX_PIXELS) else {
                 continue;
             };
-            if crate::pipeline::gpu_routable(&h, false) {
+            if crate::decode::nvjpeg::gpu_routable(&h, false) {
                 let engine_ok = crate::decode::nvjpeg::hardware_takes(&h);
                 jpegs.push((bytes.clone(), h.width, h.height, engine_ok));
             }
@@ -451,7 +451,7 @@ impl DecodeBench {
                 at,
                 roi: None,
                 // A fixed draw per distinct image, as the pipeline's.
-                route_draw: crate::pipeline::hardware_draw(0, 0, i as u64),
+                route_draw: crate::decode::nvjpeg::hardware_draw(0, 0, i as u64),
                 engine_ok,
                 // Whole images: no window to pad.
                 mcu: (16, 16),
@@ -463,10 +463,17 @@ impl DecodeBench {
         // The CUDA route's host phases on the threads (the pipeline's
         // workers), their device phases here; what fails, and the engine's
         // share, through `decode_jpegs` as on the batch thread.
-        let share = f64::from(self.route.share());
+        let share = self.route.share();
         let engine = self.route.has_hardware();
         let for_workers: Vec<usize> = (0..jobs.len())
-            .filter(|&k| !(engine && jobs[k].engine_ok && jobs[k].route_draw < share))
+            .filter(|&k| {
+                !crate::decode::nvjpeg::to_engine(
+                    engine,
+                    jobs[k].engine_ok,
+                    jobs[k].route_draw,
+                    share,
+                )
+            })
             .filter(|_| self.threads > 0)
             .collect();
         let staged = self.host_phases(&jobs, &for_workers);

@@ -141,7 +141,10 @@ impl AugmentKernels {
         // pointer parameter. Memory validity is the caller's contract.
         unsafe { b.launch(cfg) }
             .map(|_| ())
-            .map_err(|e| Error::Device(format!("launch {}: {e:?}", AUGMENT_KERNELS[which])))
+            .map_err(|source| Error::Cuda {
+                what: "kernel launch",
+                source,
+            })
     }
 
     /// [`launch_at`](Self::launch_at) for [`LaunchKind::Augment`]; for
@@ -185,7 +188,10 @@ impl AugmentKernels {
                 // the n images of `out` (the caller's contract).
                 return unsafe { b.launch(cfg) }
                     .map(|_| ())
-                    .map_err(|e| Error::Device(format!("launch {}: {e:?}", MIX_KERNELS[which])));
+                    .map_err(|source| Error::Cuda {
+                        what: "kernel launch",
+                        source,
+                    });
             }
             LaunchKind::Photo => {}
         }
@@ -206,21 +212,26 @@ impl AugmentKernels {
         // the caller's contract.
         unsafe { b.launch(cfg) }
             .map(|_| ())
-            .map_err(|e| Error::Device(format!("launch {}: {e:?}", PHOTO_KERNELS[which])))
+            .map_err(|source| Error::Cuda {
+                what: "kernel launch",
+                source,
+            })
     }
 
     /// Upload host bytes.
     pub(crate) fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        self.stream
-            .clone_htod(data)
-            .map_err(|e| Error::Device(format!("upload: {e:?}")))
+        self.stream.clone_htod(data).map_err(|source| Error::Cuda {
+            what: "upload",
+            source,
+        })
     }
 
     /// A zeroed device buffer.
     pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>> {
-        self.stream
-            .alloc_zeros(n)
-            .map_err(|e| Error::Device(format!("alloc: {e:?}")))
+        self.stream.alloc_zeros(n).map_err(|source| Error::Cuda {
+            what: "alloc",
+            source,
+        })
     }
 
     /// Download (waits for the stream).
@@ -228,9 +239,10 @@ impl AugmentKernels {
         &self,
         data: &CudaSlice<T>,
     ) -> Result<Vec<T>> {
-        self.stream
-            .clone_dtoh(data)
-            .map_err(|e| Error::Device(format!("download: {e:?}")))
+        self.stream.clone_dtoh(data).map_err(|source| Error::Cuda {
+            what: "download",
+            source,
+        })
     }
 
     /// The raw device address of a buffer, for a descriptor.

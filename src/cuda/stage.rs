@@ -17,11 +17,11 @@ use half::{bf16, f16};
 use super::desc::GfLaunch;
 use super::launch::AugmentKernels;
 use crate::augment::DType;
+use crate::augment::TensorData;
 use crate::error::{Error, Result};
-use crate::pipeline::TensorData;
 
-fn drv(what: &str) -> impl Fn(DriverError) -> Error + '_ {
-    move |e| Error::Device(format!("{what}: {e:?}"))
+fn drv(what: &'static str) -> impl Fn(DriverError) -> Error {
+    move |source| Error::Cuda { what, source }
 }
 
 /// A batch's output tensor on the device, typed so that the trainer gets a

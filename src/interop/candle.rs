@@ -113,9 +113,10 @@ mod cuda {
             )));
         }
         if let Some(ev) = batch.event() {
-            dev.cuda_stream()
-                .wait(ev)
-                .map_err(|e| Error::Device(format!("candle stream waits for the batch: {e:?}")))?;
+            dev.cuda_stream().wait(ev).map_err(|source| Error::Cuda {
+                what: "candle stream waits for the batch",
+                source,
+            })?;
         }
         let t = &mut batch.views[0];
         let shape = Shape::from(t.shape().to_vec());

@@ -76,7 +76,7 @@ impl Region {
 #[derive(Debug)]
 pub(crate) struct Jpeg {
     pub(crate) bytes: Vec<u8>,
-    /// [`hardware_draw`] of the sample: the route it takes is a function
+    /// [`crate::decode::nvjpeg::hardware_draw`] of the sample: the route it takes is a function
     /// of `(seed, epoch, index)`, not of what else is in the batch.
     pub(crate) route_draw: f64,
     /// Whether the header lets the hardware engine take it
@@ -140,7 +140,7 @@ impl WorkerDecode {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> crate::error::Result<Option<Staged>> {
-        if self.engine && j.engine_ok && j.route_draw < f64::from(self.share) {
+        if crate::decode::nvjpeg::to_engine(self.engine, j.engine_ok, j.route_draw, self.share) {
             return Ok(None);
         }
         let roi = j.window();
@@ -199,35 +199,4 @@ pub(crate) struct Placed {
     pub(super) width: u32,
     pub(super) height: u32,
     pub(super) params: Vec<SampleParams>,
-}
-
-/// A uniform draw in `[0, 1)` for sample `index` of `epoch`: the sample goes
-/// to the hardware JPEG engine (when the engine takes it) iff the draw is
-/// below the hardware share. The two nvJPEG backends round differently, so
-/// deciding this from the sample alone keeps an epoch's pixels independent
-/// of batch composition, resumption and history (DESIGN.md, Planner).
-pub(crate) fn hardware_draw(seed: u64, epoch: u64, index: u64) -> f64 {
-    // A stream number no view uses (views are 1..). The last word of the
-    // seed bytes is the one that depends on all four inputs.
-    let bytes = crate::sampler::seed_bytes(seed, epoch, index, u64::MAX);
-    let word = u64::from_le_bytes(bytes[24..].try_into().expect("8 bytes"));
-    (word >> 11) as f64 / (1u64 << 53) as f64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hardware_draw;
-
-    #[test]
-    fn hardware_draws_are_pure_and_uniform() {
-        let draws: Vec<f64> = (0..20_000).map(|i| hardware_draw(42, 3, i)).collect();
-        assert!(draws.iter().all(|d| (0.0..1.0).contains(d)));
-        assert_eq!(hardware_draw(42, 3, 17), draws[17]);
-        assert_ne!(hardware_draw(42, 4, 17), draws[17]);
-        assert_ne!(hardware_draw(43, 3, 17), draws[17]);
-        for share in [0.25, 0.65] {
-            let taken = draws.iter().filter(|&&d| d < share).count() as f64 / 20_000.0;
-            assert!((taken - share).abs() < 0.02, "share {share}: {taken}");
-        }
-    }
 }

@@ -22,9 +22,7 @@ pub use batch::{Batch, Tensor};
 pub use builder::{Device, OnError, PipelineBuilder};
 pub use epoch::Epoch;
 pub use gpu::Memory;
-pub(crate) use handoff::hardware_draw;
 pub use stats::Stats;
-pub(crate) use worker::gpu_routable;
 
 use self::assemble::{Assembler, Start};
 use self::builder::Config;

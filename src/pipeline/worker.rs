@@ -342,7 +342,7 @@ fn process(
     trace("parse", t0);
     let mut refused = false;
     if let Some(limit) = cfg.jpeg_limit
-        && gpu_routable(&header, cfg.apply_orientation)
+        && crate::decode::nvjpeg::gpu_routable(&header, cfg.apply_orientation)
         && header.width as usize * header.height as usize * 3 <= limit
     {
         // The bytes go to nvJPEG; on the CUDA route this thread runs the
@@ -350,7 +350,11 @@ fn process(
         let size = (header.width, header.height);
         let mut j = Jpeg {
             bytes: bytes.to_vec(),
-            route_draw: super::handoff::hardware_draw(cfg.seed, task.epoch, task.index.into()),
+            route_draw: crate::decode::nvjpeg::hardware_draw(
+                cfg.seed,
+                task.epoch,
+                task.index.into(),
+            ),
             engine_ok: crate::decode::nvjpeg::hardware_takes(&header),
             mcu: crate::decode::nvjpeg::mcu_size(&header),
             width: header.width,
@@ -445,16 +449,6 @@ fn draws(cfg: &Config, task: Task, size: (u32, u32)) -> Vec<SampleParams> {
         }
     }
     params
-}
-
-/// Whether the image goes to nvJPEG (issue 5 routing, decided from the
-/// header): what [`crate::decode::nvjpeg::takes`] accepts. Lossless,
-/// arithmetic, hierarchical, 12-bit, CMYK, RGB-coded and odd subsamplings go
-/// to the CPU decoder, as do images that need an EXIF rotation (the CPU
-/// route applies it).
-pub(crate) fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool) -> bool {
-    crate::decode::nvjpeg::takes(h)
-        && (!apply_orientation || h.orientation == crate::jpeg::Orientation::Normal)
 }
 
 /// The CPU reference over every draw of one sample.

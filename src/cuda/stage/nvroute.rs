@@ -331,10 +331,15 @@ impl CudaEngine {
                 return Err(Error::Device("JPEG outside its arena (stage bug)".into()));
             }
         }
-        let share = f64::from(route.share);
         let engine = route.lanes.is_some();
-        let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) = (0..jobs.len())
-            .partition(|&k| engine && jobs[k].engine_ok && jobs[k].route_draw < share);
+        let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) = (0..jobs.len()).partition(|&k| {
+            crate::decode::nvjpeg::to_engine(
+                engine,
+                jobs[k].engine_ok,
+                jobs[k].route_draw,
+                route.share,
+            )
+        });
         let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
         counts.cuda += (to_cuda.len() - failed.len()) as u64;
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {

@@ -208,7 +208,10 @@ impl DecoupledDecoder {
         } else {
             Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok()
         };
-        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("event: {e:?}"));
+        let drv = |source| Error::Cuda {
+            what: "event",
+            source,
+        };
         // Waited on from the host before a pinned buffer is reused.
         let event = || crate::cuda::host_wait_event(ctx).map_err(drv);
         let mut params = DecodeParams::new(&handle)?;
@@ -260,9 +263,10 @@ impl DecoupledDecoder {
         // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
         // allocation must land in this decoder's context, whatever thread
         // this is.
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::Device(format!("bind context: {e:?}")))?;
+        self.ctx.bind_to_thread().map_err(|source| Error::Cuda {
+            what: "bind context",
+            source,
+        })?;
         let h = &self.handle;
         let js = self.stream.raw;
         // `data` is live for the call; the stream object belongs to this
@@ -300,7 +304,10 @@ impl DecoupledDecoder {
             // image before last may still be reading.
             self.pinned_free[k]
                 .synchronize()
-                .map_err(|e| Error::Device(format!("wait for pinned buffer: {e:?}")))?;
+                .map_err(|source| Error::Cuda {
+                    what: "wait for pinned buffer",
+                    source,
+                })?;
         }
         // State and buffers belong to this handle and are owned by self;
         // attaching replaces what the state used before.
@@ -354,7 +361,10 @@ impl DecoupledDecoder {
         )?;
         self.pinned_free[k]
             .record(stream)
-            .map_err(|e| Error::Device(format!("record pinned event: {e:?}")))?;
+            .map_err(|source| Error::Cuda {
+                what: "record pinned event",
+                source,
+            })?;
         self.pinned_used[k] = true;
         self.next = (k + 1) % self.pinned.len();
         let mut out = sys::nvjpegImage_t {

@@ -52,7 +52,10 @@ impl HostDecoder {
     /// A decoder for `route`; an error without a device, nvJPEG, or (for
     /// [`Route::Hardware`]) the engine.
     pub fn new(route: Route) -> Result<HostDecoder> {
-        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
+        let drv = |source| Error::Cuda {
+            what: "decoder stream",
+            source,
+        };
         let ctx = crate::cuda::context(0)?;
         let stream = ctx.new_stream().map_err(drv)?;
         let dec = match route {
@@ -102,7 +105,10 @@ impl HostDecoder {
             .filter(|r| self.route != Route::Hardware || super::engine_takes_window(*r, size, mcu));
         let (w, h) = roi.map_or(size, |r| (r.w, r.h));
         let (w, h) = (w as usize, h as usize);
-        let drv = |e: cudarc::driver::DriverError| Error::Device(format!("{e:?}"));
+        let drv = |source| Error::Cuda {
+            what: "decode into a buffer",
+            source,
+        };
         let stream = &self.stream;
         let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
         if let Inner::Batched(dec) = &mut self.dec {

@@ -24,8 +24,9 @@ macro_rules! call {
                 // library with the signature bindgen generated from
                 // nvjpeg.h; argument validity is argued at each call site.
                 let status = unsafe { f($($arg),*) };
-                $crate::decode::nvjpeg::NvJpegStatus::check(status)
-                    .map_err(|s| $crate::error::Error::Device(format!("{}: {s}", stringify!($f))))
+                $crate::decode::nvjpeg::NvJpegStatus::check(status).map_err(|source| {
+                    $crate::error::Error::Nvjpeg { call: stringify!($f), source }
+                })
             }
         }
     }};
@@ -34,6 +35,7 @@ macro_rules! call {
 mod batched;
 mod decoupled;
 mod host;
+mod route;
 #[allow(clippy::all)]
 mod sys;
 mod window;
@@ -41,58 +43,14 @@ mod window;
 pub(crate) use batched::{BatchedDecoder, Dest, Roi};
 pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease};
 pub use host::{HostDecoder, Route};
+pub(crate) use route::{gpu_routable, hardware_draw, to_engine};
+pub use route::{hardware_takes, takes};
 pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
-
-/// Whether nvJPEG's CUDA decoders take an image with this header: 8-bit
-/// Huffman DCT (baseline, extended, progressive), gray or YCbCr in one of
-/// the subsamplings nvJPEG names (`nvjpegChromaSubsampling_t`). Measured on
-/// an H100 with nvJPEG 13.0 (2026-11-22): RGB-coded files came out as if
-/// YCbCr (7–12 dB against the CPU decoder), and mixed chroma factors
-/// (Cb 2x1 with Cr 1x1, luma 1x3, ...) as garbage; those go to the CPU.
-/// So do images under 16 pixels on a side (smaller than a 4:2:0 MCU):
-/// nvJPEG's interpolated chroma at their edges differed from the CPU
-/// decoders' (a 2x2 image: 32.5 dB), and the CPU decodes them for nothing.
-pub fn takes(h: &crate::jpeg::JpegHeader) -> bool {
-    use crate::jpeg::{SofKind, Subsampling as S};
-    h.width >= 16
-        && h.height >= 16
-        && matches!(
-            h.sof,
-            SofKind::Baseline | SofKind::Extended | SofKind::Progressive
-        )
-        && h.precision == 8
-        && match h.components {
-            1 => true,
-            3 => {
-                !h.is_rgb()
-                    && matches!(
-                        h.subsampling,
-                        S::S444 | S::S422 | S::S420 | S::S440 | S::S411 | S::S410
-                    )
-            }
-            _ => false,
-        }
-}
-
-/// [`takes`], narrowed for the hardware engine: baseline files only (the
-/// NVJPG engine decodes baseline Huffman JPEGs; nvJPEG documentation,
-/// "Hardware Acceleration"). Progressive files used to pass here, be
-/// refused by the engine's own support query, and then decode one by one
-/// on the batch thread (issue 16, 3b); they now take the CUDA route from
-/// the worker. Also excluded: gray images whose one component declares
-/// sampling factors other than 1x1 (legal, and meaningless for one
-/// component), which the engine decoded as garbage on an H100 where the
-/// CUDA decoder got them right.
-pub fn hardware_takes(h: &crate::jpeg::JpegHeader) -> bool {
-    takes(h)
-        && h.sof == crate::jpeg::SofKind::Baseline
-        && (h.components == 3 || h.sampling.first() == Some(&(1, 1)))
-}
 
 /// Library names tried in order: nvJPEG 13 (CUDA 13), 12, then unversioned.
 const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
@@ -174,7 +132,8 @@ impl std::fmt::Debug for Library {
 }
 
 /// Call a symbol that may be missing from this nvJPEG version: a missing
-/// symbol or a failing status becomes an [`Error::Device`] naming the call.
+/// symbol becomes an [`Error::Device`] naming the call, a failing status an
+/// [`Error::Nvjpeg`].
 macro_rules! nvcall {
     ($lib:expr, $f:ident ( $($arg:expr),* )) => {{
         match $lib.lib.$f.as_ref() {
@@ -186,8 +145,9 @@ macro_rules! nvcall {
                 // library with the signature bindgen generated from
                 // nvjpeg.h; argument validity is argued at each call site.
                 let status = unsafe { f($($arg),*) };
-                NvJpegStatus::check(status).map_err(|s| {
-                    Error::Device(format!("{}: {s}", stringify!($f)))
+                NvJpegStatus::check(status).map_err(|source| Error::Nvjpeg {
+                    call: stringify!($f),
+                    source,
                 })
             }
         }
