@@ -67,7 +67,7 @@ pub enum Error {
         call: &'static str,
         /// Its status.
         #[source]
-        source: crate::decode::nvjpeg::NvJpegStatus,
+        source: NvJpegStatus,
     },
     /// A pipeline thread stopped unexpectedly; the pipeline cannot continue.
     #[error("pipeline worker stopped: {0}")]
@@ -231,4 +231,17 @@ impl SampleError {
             source: self,
         }
     }
+}
+
+/// An nvJPEG status code other than success, with its meaning (nvJPEG
+/// documentation, "nvJPEG API Return Codes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{name} ({code}): {meaning}")]
+pub struct NvJpegStatus {
+    /// The raw `nvjpegStatus_t`.
+    pub code: u32,
+    /// The constant's name.
+    pub name: &'static str,
+    /// What it means.
+    pub meaning: &'static str,
 }

@@ -80,6 +80,7 @@ pub mod pipeline;
 pub mod reader;
 pub mod sampler;
 pub mod source;
+mod tensor;
 
 // The types of the read → decode → augment → batch flow; the rest lives in
 // the modules (`pipeline::{OnError, Stats, Memory}`, `augment::{Normalize,

@@ -12,6 +12,7 @@
 
 #[doc(hidden)]
 pub mod bench;
+pub(crate) mod buffer;
 pub(crate) mod desc;
 #[cfg(feature = "kernel-emu")]
 pub(crate) mod emu;

@@ -24,7 +24,7 @@ macro_rules! call {
                 // library with the signature bindgen generated from
                 // nvjpeg.h; argument validity is argued at each call site.
                 let status = unsafe { f($($arg),*) };
-                $crate::decode::nvjpeg::NvJpegStatus::check(status).map_err(|source| {
+                $crate::decode::nvjpeg::check_status(status).map_err(|source| {
                     $crate::error::Error::Nvjpeg { call: stringify!($f), source }
                 })
             }
@@ -55,65 +55,54 @@ use crate::error::{Error, Result};
 /// Library names tried in order: nvJPEG 13 (CUDA 13), 12, then unversioned.
 const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
 
-/// An nvJPEG status code other than success, with its meaning (nvJPEG
-/// documentation, "nvJPEG API Return Codes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{name} ({code}): {meaning}")]
-pub struct NvJpegStatus {
-    /// The raw `nvjpegStatus_t`.
-    pub code: u32,
-    /// The constant's name.
-    pub name: &'static str,
-    /// What it means.
-    pub meaning: &'static str,
-}
+pub use crate::error::NvJpegStatus;
 
-impl NvJpegStatus {
-    fn check(status: sys::nvjpegStatus_t) -> std::result::Result<(), NvJpegStatus> {
-        let (name, meaning) = match status.0 {
-            0 => return Ok(()),
-            1 => (
-                "NVJPEG_STATUS_NOT_INITIALIZED",
-                "the library handle was not initialized",
-            ),
-            2 => (
-                "NVJPEG_STATUS_INVALID_PARAMETER",
-                "wrong parameter passed to an nvJPEG call",
-            ),
-            3 => ("NVJPEG_STATUS_BAD_JPEG", "cannot parse the JPEG stream"),
-            4 => (
-                "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
-                "JPEG stream not supported by nvJPEG",
-            ),
-            5 => (
-                "NVJPEG_STATUS_ALLOCATOR_FAILURE",
-                "a memory allocator failed",
-            ),
-            6 => (
-                "NVJPEG_STATUS_EXECUTION_FAILED",
-                "GPU kernel execution failed",
-            ),
-            7 => (
-                "NVJPEG_STATUS_ARCH_MISMATCH",
-                "the device capabilities are not enough",
-            ),
-            8 => ("NVJPEG_STATUS_INTERNAL_ERROR", "internal error in nvJPEG"),
-            9 => (
-                "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
-                "no implementation for this",
-            ),
-            10 => (
-                "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
-                "the bitstream is incomplete",
-            ),
-            _ => ("NVJPEG_STATUS_UNKNOWN", "a status this build does not know"),
-        };
-        Err(NvJpegStatus {
-            code: status.0,
-            name,
-            meaning,
-        })
-    }
+/// An `nvjpegStatus_t` read: success, or the status with its meaning
+/// (nvJPEG documentation, "nvJPEG API Return Codes").
+pub(crate) fn check_status(status: sys::nvjpegStatus_t) -> std::result::Result<(), NvJpegStatus> {
+    let (name, meaning) = match status.0 {
+        0 => return Ok(()),
+        1 => (
+            "NVJPEG_STATUS_NOT_INITIALIZED",
+            "the library handle was not initialized",
+        ),
+        2 => (
+            "NVJPEG_STATUS_INVALID_PARAMETER",
+            "wrong parameter passed to an nvJPEG call",
+        ),
+        3 => ("NVJPEG_STATUS_BAD_JPEG", "cannot parse the JPEG stream"),
+        4 => (
+            "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
+            "JPEG stream not supported by nvJPEG",
+        ),
+        5 => (
+            "NVJPEG_STATUS_ALLOCATOR_FAILURE",
+            "a memory allocator failed",
+        ),
+        6 => (
+            "NVJPEG_STATUS_EXECUTION_FAILED",
+            "GPU kernel execution failed",
+        ),
+        7 => (
+            "NVJPEG_STATUS_ARCH_MISMATCH",
+            "the device capabilities are not enough",
+        ),
+        8 => ("NVJPEG_STATUS_INTERNAL_ERROR", "internal error in nvJPEG"),
+        9 => (
+            "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
+            "no implementation for this",
+        ),
+        10 => (
+            "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
+            "the bitstream is incomplete",
+        ),
+        _ => ("NVJPEG_STATUS_UNKNOWN", "a status this build does not know"),
+    };
+    Err(NvJpegStatus {
+        code: status.0,
+        name,
+        meaning,
+    })
 }
 
 /// The loaded nvJPEG library.
@@ -145,7 +134,7 @@ macro_rules! nvcall {
                 // library with the signature bindgen generated from
                 // nvjpeg.h; argument validity is argued at each call site.
                 let status = unsafe { f($($arg),*) };
-                NvJpegStatus::check(status).map_err(|source| Error::Nvjpeg {
+                check_status(status).map_err(|source| Error::Nvjpeg {
                     call: stringify!($f),
                     source,
                 })
