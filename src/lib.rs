@@ -68,6 +68,7 @@
 #![deny(unsafe_code)]
 
 pub mod augment;
+mod config;
 mod contain;
 pub mod cuda;
 pub mod decode;

@@ -5,6 +5,8 @@ use std::sync::{Arc, Once};
 use super::Pipeline;
 use super::gpu::Engine;
 use crate::augment::{DType, Fma, Layout, Normalize, Transform, View};
+pub(crate) use crate::config::Config;
+pub use crate::config::OnError;
 use crate::cuda::stage::CudaEngine;
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
@@ -32,19 +34,6 @@ pub enum Device {
     Emulated,
 }
 
-/// What happens to a sample that cannot be read or decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnError {
-    /// Leave it out: the batch is filled with the following samples, the
-    /// error is counted in [`Stats`](crate::pipeline::Stats) and attached to the batch
-    /// ([`Batch::skipped`](crate::Batch::skipped)) with the file name.
-    #[default]
-    Skip,
-    /// End the epoch: the iterator yields the error (naming the file) and
-    /// then nothing more.
-    Fail,
-}
-
 /// Share of the images the hardware JPEG engine supports that go to it.
 /// Measured on an H100 with 16 cores (docs/BENCHMARKS.md, 2026-11-22,
 /// a304280), end to end at batch 256: share 1 ran 5833 img/s at 0.33
@@ -54,57 +43,6 @@ pub enum OnError {
 /// what this crate is for; share 0 is the choice for a trainer with idle
 /// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s.
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
-
-/// Settings after validation.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) batch_size: usize,
-    pub(crate) drop_last: bool,
-    pub(crate) readers: usize,
-    pub(crate) prefetch: usize,
-    pub(crate) on_error: OnError,
-    pub(crate) seed: u64,
-    pub(crate) views: Vec<View>,
-    pub(crate) antialias: bool,
-    pub(crate) dtype: DType,
-    pub(crate) layout: Layout,
-    pub(crate) max_pixels: u64,
-    pub(crate) max_file_bytes: u64,
-    /// Normalization folded to `x * scale + shift`.
-    pub(crate) fma: Fma,
-    /// Pinned staging bytes per batch slot (device stage).
-    pub(crate) staging_bytes: usize,
-    /// Set when a device stage runs: workers hand it decoded regions of at
-    /// most this many bytes (larger ones they augment themselves).
-    pub(crate) region_limit: Option<usize>,
-    /// Set when the device stage decodes with nvJPEG: workers send images
-    /// whose decoded size is at most this many bytes compressed.
-    pub(crate) jpeg_limit: Option<usize>,
-    /// Set with `jpeg_limit` where workers begin the nvJPEG decoding.
-    pub(crate) worker_decode: Option<std::sync::Arc<super::handoff::WorkerDecode>>,
-    pub(crate) gpu_decode: bool,
-    pub(crate) hardware_share: f32,
-    /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
-    pub(crate) in_flight: usize,
-    pub(crate) cpu_backend: CpuBackend,
-    pub(crate) apply_orientation: bool,
-    pub(crate) trace: bool,
-    /// Shards are streamed through a shuffle buffer of this many samples
-    /// (`PipelineBuilder::stream_shards`): the sampler orders them; the
-    /// readers of shards in object storage read whole chunks.
-    #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
-    pub(crate) stream_buffer: Option<usize>,
-    /// Mixup / CutMix per batch (issue 19).
-    pub(crate) mixup: Option<crate::augment::Mixup>,
-}
-
-impl Config {
-    /// Samples allowed in flight (read, decoding or waiting to be batched):
-    /// bounds every pool.
-    pub(crate) fn window(&self) -> usize {
-        self.prefetch * self.batch_size
-    }
-}
 
 /// Configures and builds a [`Pipeline`].
 #[derive(Debug, Clone)]
@@ -655,9 +593,6 @@ impl PipelineBuilder {
             staging_bytes: self
                 .staging_bytes
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
-            region_limit: None,
-            jpeg_limit: None,
-            worker_decode: None,
             gpu_decode: self.gpu_decode,
             hardware_share: self.hardware_share,
             in_flight: self.in_flight,

@@ -69,7 +69,7 @@ impl Pipeline {
     fn start(
         source: Source,
         sampler: Sampler,
-        mut config: Config,
+        config: Config,
         decoders: Vec<CpuDecoder>,
         engine: Option<Engine>,
         io: Arc<dyn crate::reader::ReadBytes>,
@@ -84,9 +84,6 @@ impl Pipeline {
                     .map(Arc::new)
             })
             .transpose()?;
-        config.region_limit = stage.as_deref().map(DeviceStage::region_limit);
-        config.jpeg_limit = stage.as_deref().and_then(DeviceStage::jpeg_limit);
-        config.worker_decode = stage.as_deref().and_then(DeviceStage::worker_decode);
         let shared = Arc::new(Shared {
             source,
             counters: Counters::default(),
@@ -94,6 +91,9 @@ impl Pipeline {
             io,
             high_water: Default::default(),
             trace: shared_trace,
+            region_limit: stage.as_deref().map(DeviceStage::region_limit),
+            jpeg_limit: stage.as_deref().and_then(DeviceStage::jpeg_limit),
+            worker_decode: stage.as_deref().and_then(DeviceStage::worker_decode),
             config,
         });
         let pools = Pools {

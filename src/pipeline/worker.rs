@@ -48,6 +48,14 @@ pub(crate) struct Shared {
     pub(crate) high_water: [AtomicUsize; 3],
     /// The timeline, when asked for (`PipelineBuilder::trace`).
     pub(crate) trace: Option<Arc<super::trace::Trace>>,
+    /// Set when a device stage runs: workers hand it decoded regions of at
+    /// most this many bytes (larger ones they augment themselves).
+    pub(crate) region_limit: Option<usize>,
+    /// Set when the device stage decodes with nvJPEG: workers send images
+    /// whose decoded size is at most this many bytes compressed.
+    pub(crate) jpeg_limit: Option<usize>,
+    /// Set with `jpeg_limit` where workers begin the nvJPEG decoding.
+    pub(crate) worker_decode: Option<Arc<super::handoff::WorkerDecode>>,
 }
 
 const FILE: usize = 0;
@@ -341,7 +349,7 @@ fn process(
     };
     trace("parse", t0);
     let mut refused = false;
-    if let Some(limit) = cfg.jpeg_limit
+    if let Some(limit) = shared.jpeg_limit
         && crate::decode::nvjpeg::gpu_routable(&header, cfg.apply_orientation)
         && header.width as usize * header.height as usize * 3 <= limit
     {
@@ -362,7 +370,7 @@ fn process(
             params: draws(cfg, task, size),
             staged: None,
         };
-        let started = match &cfg.worker_decode {
+        let started = match &shared.worker_decode {
             Some(w) => w.start(&j, decoder, &mut s.image),
             None => Ok(None),
         };
@@ -402,7 +410,7 @@ fn augment_decoded(shared: &Shared, s: &mut Scratch, task: Task) -> Output {
     };
     let t2 = Instant::now();
     let params = draws(cfg, task, (s.image.width, s.image.height));
-    if let Some(limit) = cfg.region_limit {
+    if let Some(limit) = shared.region_limit {
         let region = Region::cut(&s.image, params);
         if region.pixels.len() <= limit {
             return Output::Region(region);

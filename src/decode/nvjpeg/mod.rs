@@ -246,10 +246,10 @@ mod tests {
 
     #[test]
     fn statuses_have_names() {
-        assert!(NvJpegStatus::check(sys::nvjpegStatus_t(0)).is_ok());
-        let e = NvJpegStatus::check(sys::nvjpegStatus_t(3)).unwrap_err();
+        assert!(check_status(sys::nvjpegStatus_t(0)).is_ok());
+        let e = check_status(sys::nvjpegStatus_t(3)).unwrap_err();
         assert_eq!(e.name, "NVJPEG_STATUS_BAD_JPEG");
-        let unknown = NvJpegStatus::check(sys::nvjpegStatus_t(99)).unwrap_err();
+        let unknown = check_status(sys::nvjpegStatus_t(99)).unwrap_err();
         assert_eq!((unknown.code, unknown.name), (99, "NVJPEG_STATUS_UNKNOWN"));
     }
 }

@@ -1,0 +1,61 @@
+//! A pipeline's settings after validation (`PipelineBuilder::build`): what
+//! the pipeline's threads and the device stage read. Below both.
+
+use crate::augment::{DType, Fma, Layout, View};
+use crate::decode::CpuBackend;
+
+/// What happens to a sample that cannot be read or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Leave it out: the batch is filled with the following samples, the
+    /// error is counted in [`Stats`](crate::pipeline::Stats) and attached to the batch
+    /// ([`Batch::skipped`](crate::Batch::skipped)) with the file name.
+    #[default]
+    Skip,
+    /// End the epoch: the iterator yields the error (naming the file) and
+    /// then nothing more.
+    Fail,
+}
+
+/// Settings after validation.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) batch_size: usize,
+    pub(crate) drop_last: bool,
+    pub(crate) readers: usize,
+    pub(crate) prefetch: usize,
+    pub(crate) on_error: OnError,
+    pub(crate) seed: u64,
+    pub(crate) views: Vec<View>,
+    pub(crate) antialias: bool,
+    pub(crate) dtype: DType,
+    pub(crate) layout: Layout,
+    pub(crate) max_pixels: u64,
+    pub(crate) max_file_bytes: u64,
+    /// Normalization folded to `x * scale + shift`.
+    pub(crate) fma: Fma,
+    /// Pinned staging bytes per batch slot (device stage).
+    pub(crate) staging_bytes: usize,
+    pub(crate) gpu_decode: bool,
+    pub(crate) hardware_share: f32,
+    /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
+    pub(crate) in_flight: usize,
+    pub(crate) cpu_backend: CpuBackend,
+    pub(crate) apply_orientation: bool,
+    pub(crate) trace: bool,
+    /// Shards are streamed through a shuffle buffer of this many samples
+    /// (`PipelineBuilder::stream_shards`): the sampler orders them; the
+    /// readers of shards in object storage read whole chunks.
+    #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
+    pub(crate) stream_buffer: Option<usize>,
+    /// Mixup / CutMix per batch (issue 19).
+    pub(crate) mixup: Option<crate::augment::Mixup>,
+}
+
+impl Config {
+    /// Samples allowed in flight (read, decoding or waiting to be batched):
+    /// bounds every pool.
+    pub(crate) fn window(&self) -> usize {
+        self.prefetch * self.batch_size
+    }
+}
