@@ -63,8 +63,9 @@
 //! [`Pipeline::stats`] and listed with their file in [`Batch::skipped`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
-// `unsafe` is allowed only in the FFI modules (src/cuda/), each block with a
-// SAFETY comment.
+// `unsafe` is allowed only in the FFI modules (src/cuda/, src/decode/nvjpeg/,
+// the turbojpeg and DLPack bindings) and the device stage's CUDA backend
+// (src/stage/cuda.rs), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 pub mod augment;
@@ -81,6 +82,9 @@ pub mod pipeline;
 pub mod reader;
 pub mod sampler;
 pub mod source;
+// The device stage; public only for the CLI's decode benchmark.
+#[doc(hidden)]
+pub mod stage;
 mod tensor;
 
 // The types of the read → decode → augment → batch flow; the rest lives in

@@ -5,8 +5,7 @@
 //! without a GPU.
 
 use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use super::stage::LaunchKind;
-use super::stage::StageLaunch;
+use super::launch::{LaunchKind, StageLaunch};
 
 unsafe extern "C" {
     fn gf_emu_augment(

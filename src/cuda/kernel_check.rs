@@ -240,7 +240,7 @@ impl Runner for Gpu {
         params: &[PhotoParams],
         launch: GfLaunch,
     ) -> Vec<T> {
-        use super::stage::LaunchKind;
+        use super::launch::LaunchKind;
         let k = &self.0;
         let (host, _) = photo_scratch(planes, params, 0);
         let scratch = k.upload(&host).unwrap();

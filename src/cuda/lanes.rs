@@ -1,8 +1,12 @@
 //! Threads that run the device stage's decode calls off the batch thread
 //! (issue 16, item 1): each lane owns its state (an nvJPEG engine decoder
-//! with its stream, or the emulated device's CPU decoder), takes requests
-//! from one queue and answers each on a channel of its own, so that
-//! several batches decode at once while the batch thread fills the next.
+//! with its stream, or the emulated device's CPU decoder) and answers each
+//! request on a channel of its own, so that several batches decode at once
+//! while the batch thread fills the next. Requests go to the lanes in
+//! turn: the batch thread collects them in the same order, so the next
+//! lane is the one most likely free, and every lane has worked (its
+//! buffers grown) within the first few requests, not whenever timing
+//! first picks it (tests/memory.rs: nothing grows after epoch 1).
 
 use std::thread::JoinHandle;
 
@@ -39,8 +43,11 @@ type Work<Q, A> = (Q, Sender<A>);
 /// `n` threads, each owning one state, answering requests in the order a
 /// free lane takes them.
 pub(crate) struct Lanes<Q: Send + 'static, A: Send + 'static> {
-    tx: Option<Sender<Work<Q, A>>>,
+    /// One queue per lane; emptied on drop.
+    tx: Vec<Sender<Work<Q, A>>>,
     threads: Vec<JoinHandle<()>>,
+    /// Requests submitted so far: the next goes to lane `next % n`.
+    next: std::sync::atomic::AtomicUsize,
 }
 
 impl<Q: Send + 'static, A: Send + 'static> std::fmt::Debug for Lanes<Q, A> {
@@ -58,10 +65,12 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
         S: Send + 'static,
         F: Fn(&mut S, Q) -> A + Send + Clone + 'static,
     {
-        let (tx, rx) = unbounded::<Work<Q, A>>();
         let mut threads = Vec::with_capacity(states.len());
+        let mut txs = Vec::with_capacity(states.len());
         for (k, mut state) in states.into_iter().enumerate() {
-            let (rx, run): (Receiver<Work<Q, A>>, F) = (rx.clone(), run.clone());
+            let (tx, rx) = unbounded::<Work<Q, A>>();
+            txs.push(tx);
+            let (rx, run): (Receiver<Work<Q, A>>, F) = (rx, run.clone());
             let t = std::thread::Builder::new()
                 .name(format!("{name}-{k}"))
                 .spawn(move || {
@@ -74,18 +83,25 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
             threads.push(t);
         }
         Ok(Lanes {
-            tx: Some(tx),
+            tx: txs,
             threads,
+            next: Default::default(),
         })
     }
 
-    /// Queue `q` for the next free lane.
+    /// Queue `q` for the next lane in turn (passing over lanes that died).
     pub(crate) fn submit(&self, q: Q) -> Ticket<A> {
         let (reply, rx) = bounded(1);
-        if let Some(tx) = &self.tx {
-            // A send fails only once every lane has exited (a panic); the
-            // ticket then answers `None`.
-            let _ = tx.send((q, reply));
+        let n = self.tx.len();
+        let first = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut work = (q, reply);
+        for k in 0..n {
+            match self.tx[(first + k) % n].send(work) {
+                Ok(()) => break,
+                // That lane exited (a panic): the next one. With none
+                // left, the ticket answers `None`.
+                Err(back) => work = back.0,
+            }
         }
         Ticket { rx, got: None }
     }
@@ -93,8 +109,8 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
 
 impl<Q: Send + 'static, A: Send + 'static> Drop for Lanes<Q, A> {
     fn drop(&mut self) {
-        // Closing the queue ends every lane after the work it holds.
-        self.tx = None;
+        // Closing the queues ends every lane after the work it holds.
+        self.tx.clear();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

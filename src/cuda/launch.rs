@@ -12,7 +12,6 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::desc::{GfLaunch, GfTile};
-use super::stage::LaunchKind;
 use super::{AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, devices, kernel_sources, nvrtc};
 use crate::error::{Error, Result};
 
@@ -250,4 +249,29 @@ impl AugmentKernels {
         let (ptr, _sync) = data.device_ptr(&self.stream);
         ptr
     }
+}
+
+/// One kernel launch of a flush: `which` indexes the kind's kernel list
+/// (`AUGMENT_KERNELS`, `PHOTO_KERNELS`, `MIX_KERNELS`), the descriptors
+/// (`GfTile`s or `GfPhoto`s; none for a mix) start `tiles_at` bytes into
+/// the staging buffer, and the output is view `out`, or the photometric
+/// scratch planes when `None` (issue 19).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StageLaunch {
+    pub(crate) kind: LaunchKind,
+    pub(crate) which: usize,
+    pub(crate) tiles_at: usize,
+    pub(crate) params: GfLaunch,
+    pub(crate) out: Option<usize>,
+}
+
+/// The kernel family of a [`StageLaunch`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum LaunchKind {
+    /// Crop, resize, flip, normalize, cast: `kernels/augment.cu`.
+    Augment,
+    /// Photometric ops from the scratch: `kernels/photo.cu`.
+    Photo,
+    /// Mixup / cutmix over the finished output: `kernels/mix.cu`.
+    Mix(super::desc::GfMix),
 }

@@ -21,7 +21,6 @@ pub mod kernel_check;
 pub(crate) mod lanes;
 pub(crate) mod launch;
 pub mod nvrtc;
-pub(crate) mod stage;
 
 use crate::error::{Error, Result};
 

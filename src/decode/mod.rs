@@ -14,6 +14,16 @@ pub(crate) mod webp;
 pub use cpu::{CpuBackend, CpuDecoder};
 pub use orient::apply_orientation;
 
+/// A window of the stored image, in pixels: what a crop reads and a crop-region
+/// decode writes, packed at a pitch of `w * 3` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Roi {
+    pub(crate) x: u32,
+    pub(crate) y: u32,
+    pub(crate) w: u32,
+    pub(crate) h: u32,
+}
+
 /// Whether `bytes` are a PNG or a WebP (by signature): the pipeline
 /// decodes such a file on the CPU whatever its name, and everything else
 /// as a JPEG.
@@ -83,7 +93,7 @@ impl Image {
     }
 
     /// The rows of window `r`, top to bottom.
-    pub(crate) fn window_rows(&self, r: nvjpeg::Roi) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn window_rows(&self, r: Roi) -> impl Iterator<Item = &[u8]> {
         let (row, pitch) = (r.w as usize * 3, self.width as usize * 3);
         (r.y as usize..(r.y + r.h) as usize).map(move |y| {
             let at = y * pitch + r.x as usize * 3;

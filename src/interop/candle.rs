@@ -100,7 +100,7 @@ mod cuda {
     use candle_core::{CudaDevice, CudaStorage, Device, Shape, Storage, Tensor};
 
     use super::candle_err;
-    use crate::cuda::stage::OutBuf;
+    use crate::cuda::buffer::OutBuf;
     use crate::error::{Error, Result};
     use crate::pipeline::Batch;
 

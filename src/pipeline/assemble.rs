@@ -17,15 +17,15 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::batch::{Batch, Storage, Tensor, TensorData};
 use super::builder::OnError;
-use super::gpu::{DeviceStage, Group, Slot};
-use super::handoff::Jpeg;
 use super::stats::Counters;
 use super::trace::Arg;
 use super::worker::{Done, Output, Shared, Task};
 use crate::augment::Layout;
-use crate::cuda::stage::RouteCounts;
 use crate::error::{Error, Result, SampleError};
 use crate::sampler::Sampler;
+use crate::stage::cuda::RouteCounts;
+use crate::stage::handoff::Jpeg;
+use crate::stage::{DeviceStage, Group, Slot};
 
 /// What the batch thread sends the trainer's [`Epoch`](super::Epoch).
 #[allow(clippy::large_enum_variant)] // Nearly every message is a batch.

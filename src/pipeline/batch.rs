@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use crossbeam_channel::Sender;
 use cudarc::driver::{CudaEvent, CudaView};
 
-use super::gpu::{Slot, SlotHome};
 pub(crate) use crate::augment::TensorData;
 use crate::error::Error;
+use crate::stage::{Slot, SlotHome};
 pub(crate) use crate::tensor::Storage;
 pub use crate::tensor::Tensor;
 

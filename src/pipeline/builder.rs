@@ -3,17 +3,17 @@
 use std::sync::{Arc, Once};
 
 use super::Pipeline;
-use super::gpu::Engine;
 use crate::augment::{DType, Fma, Layout, Normalize, Transform, View};
 pub(crate) use crate::config::Config;
 pub use crate::config::OnError;
-use crate::cuda::stage::CudaEngine;
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
 use crate::reader::{FileReader, ReadBytes};
 use crate::sampler::{Sampler, ShardMode};
 use crate::source::Source;
+use crate::stage::Engine;
+use crate::stage::cuda::CudaEngine;
 
 /// Where batches are produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

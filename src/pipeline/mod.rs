@@ -5,8 +5,6 @@ mod assemble;
 mod batch;
 mod builder;
 mod epoch;
-mod gpu;
-mod handoff;
 mod stats;
 mod trace;
 mod worker;
@@ -17,22 +15,22 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Sender, bounded, unbounded};
 
+pub use crate::stage::Memory;
 pub(crate) use batch::TensorData;
 pub use batch::{Batch, Tensor};
 pub use builder::{Device, OnError, PipelineBuilder};
 pub use epoch::Epoch;
-pub use gpu::Memory;
 pub use stats::Stats;
 
 use self::assemble::{Assembler, Start};
 use self::builder::Config;
-use self::gpu::{DeviceStage, Engine};
 use self::stats::Counters;
 use self::worker::{Pools, Shared, Task};
 use crate::decode::CpuDecoder;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 use crate::source::Source;
+use crate::stage::{DeviceStage, Engine};
 
 /// A running input pipeline. See the [crate docs](crate) for the flow.
 ///
@@ -80,8 +78,12 @@ impl Pipeline {
         let shared_trace = config.trace.then(|| Arc::new(trace::Trace::new()));
         let stage = engine
             .map(|e| {
-                DeviceStage::new(e, &config, config.prefetch + 1, shared_trace.clone())
-                    .map(Arc::new)
+                let observe = shared_trace
+                    .clone()
+                    .map(|t| -> crate::cuda::lanes::Observe {
+                        Arc::new(move |name, t0| t.span(name, t0, trace::Arg::None))
+                    });
+                DeviceStage::new(e, &config, config.prefetch + 1, observe).map(Arc::new)
             })
             .transpose()?;
         let shared = Arc::new(Shared {

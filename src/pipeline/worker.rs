@@ -18,7 +18,6 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::batch::TensorData;
 use super::builder::Config;
-use super::handoff::{Jpeg, Region};
 use super::stats::Counters;
 use super::trace::Arg;
 use crate::augment::cpu::{OutSpec, Resampler};
@@ -29,6 +28,7 @@ use crate::error::SampleError;
 use crate::jpeg::parse_header;
 use crate::reader::ReadBytes;
 use crate::source::Source;
+use crate::stage::handoff::{Jpeg, Region};
 
 /// State shared by the pipeline, its epochs and its threads.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     /// whose decoded size is at most this many bytes compressed.
     pub(crate) jpeg_limit: Option<usize>,
     /// Set with `jpeg_limit` where workers begin the nvJPEG decoding.
-    pub(crate) worker_decode: Option<Arc<super::handoff::WorkerDecode>>,
+    pub(crate) worker_decode: Option<Arc<crate::stage::handoff::WorkerDecode>>,
 }
 
 const FILE: usize = 0;
@@ -370,6 +370,13 @@ fn process(
             params: draws(cfg, task, size),
             staged: None,
         };
+        // The emulated device's start decodes into the image buffer: grown
+        // to the high-water mark first, as for a CPU decode.
+        shared.size(
+            PIXELS,
+            &mut s.image.data,
+            size.0 as usize * size.1 as usize * 3,
+        );
         let started = match &shared.worker_decode {
             Some(w) => w.start(&j, decoder, &mut s.image),
             None => Ok(None),

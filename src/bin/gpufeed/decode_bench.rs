@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use gpufeed::cuda::bench::DecodeBench;
+use gpufeed::stage::DecodeBench;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{Handle, library, sys};
+use super::{Handle, Roi, library, sys};
 use crate::error::{Error, Result};
 
 /// Output format: interleaved RGB in one plane, what the augment kernel
@@ -131,16 +131,6 @@ impl Drop for JpegStream {
     fn drop(&mut self) {
         let _ = call!(&self.handle.lib, nvjpegJpegStreamDestroy(self.raw));
     }
-}
-
-/// A window of the stored image, in pixels: what a crop-region decode
-/// writes, packed at a pitch of `w * 3` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Roi {
-    pub(crate) x: u32,
-    pub(crate) y: u32,
-    pub(crate) w: u32,
-    pub(crate) h: u32,
 }
 
 /// `nvjpegDecodeParams_t`: one image's options for nvjpegDecodeBatchedEx

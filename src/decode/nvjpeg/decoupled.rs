@@ -35,7 +35,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
-use super::batched::{DecodeParams, Dest, JpegState, JpegStream, Roi};
+use super::Roi;
+use super::batched::{DecodeParams, Dest, JpegState, JpegStream};
 use super::{Handle, sys};
 use crate::error::{Error, Result};
 

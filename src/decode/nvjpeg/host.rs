@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtrMut};
 
-use super::batched::{BatchedDecoder, Dest, Roi};
+use super::Roi;
+use super::batched::{BatchedDecoder, Dest};
 use super::decoupled::DecoupledDecoder;
 use crate::error::{Error, Result};
 

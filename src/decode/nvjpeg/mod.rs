@@ -40,7 +40,8 @@ mod route;
 mod sys;
 mod window;
 
-pub(crate) use batched::{BatchedDecoder, Dest, Roi};
+pub(crate) use super::Roi;
+pub(crate) use batched::{BatchedDecoder, Dest};
 pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease};
 pub use host::{HostDecoder, Route};
 pub(crate) use route::{gpu_routable, hardware_draw, to_engine};

@@ -5,7 +5,7 @@
 //! alone: whether it goes to the engine, by a draw below the share
 //! ([`hardware_draw`], [`to_engine`]). The rest of nvJPEG's images take
 //! CUDA; what a route refuses or fails at falls back to the next (engine,
-//! CUDA, CPU), in `cuda/stage/nvroute.rs`.
+//! CUDA, CPU), in `stage/cuda/nvroute.rs`.
 
 /// Whether nvJPEG's CUDA decoders take an image with this header: 8-bit
 /// Huffman DCT (baseline, extended, progressive), gray or YCbCr in one of

@@ -226,7 +226,7 @@ impl NvRoute {
                 dec,
                 ctx: ctx.clone(),
                 stream: ctx.new_stream().map_err(drv("engine stream"))?,
-                done: super::super::host_wait_event(ctx).map_err(drv("event"))?,
+                done: crate::cuda::host_wait_event(ctx).map_err(drv("event"))?,
                 stats: stats.clone(),
                 index,
             });

@@ -1,10 +1,14 @@
 //! CUDA memory and work of the pipeline's device stage (issue 4): pinned
 //! staging, device buffers and the per-batch copy + launches. The packing
-//! logic that decides what goes where lives in `pipeline/gpu.rs` and is the
+//! logic that decides what goes where lives in `stage/mod.rs` and is the
 //! same for the emulated device; this file is only the CUDA side of it.
 //!
 //! Every buffer is allocated when the pipeline is built (one set per batch
 //! slot) and reused; nothing here allocates per batch.
+
+// The CUDA backend of the stage: pinned memory and raw copies, each
+// `unsafe` block with its SAFETY comment.
+#![allow(unsafe_code)]
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,11 +17,11 @@ use cudarc::driver::{
     CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, result,
 };
 
-use super::desc::GfLaunch;
-use super::launch::AugmentKernels;
 use crate::augment::DType;
 use crate::augment::TensorData;
 pub(crate) use crate::cuda::buffer::OutBuf;
+use crate::cuda::launch::AugmentKernels;
+pub(crate) use crate::cuda::launch::{LaunchKind, StageLaunch};
 use crate::error::{Error, Result};
 
 fn drv(what: &'static str) -> impl Fn(DriverError) -> Error {
@@ -174,31 +178,6 @@ impl Drop for CudaArena {
     }
 }
 
-/// One kernel launch of a flush: `which` indexes the kind's kernel list
-/// (`AUGMENT_KERNELS`, `PHOTO_KERNELS`, `MIX_KERNELS`), the descriptors
-/// (`GfTile`s or `GfPhoto`s; none for a mix) start `tiles_at` bytes into
-/// the staging buffer, and the output is view `out`, or the photometric
-/// scratch planes when `None` (issue 19).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StageLaunch {
-    pub(crate) kind: LaunchKind,
-    pub(crate) which: usize,
-    pub(crate) tiles_at: usize,
-    pub(crate) params: GfLaunch,
-    pub(crate) out: Option<usize>,
-}
-
-/// The kernel family of a [`StageLaunch`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum LaunchKind {
-    /// Crop, resize, flip, normalize, cast: `kernels/augment.cu`.
-    Augment,
-    /// Photometric ops from the scratch: `kernels/photo.cu`.
-    Photo,
-    /// Mixup / cutmix over the finished output: `kernels/mix.cu`.
-    Mix(super::desc::GfMix),
-}
-
 /// The CUDA device of a pipeline: its kernels and stream.
 pub(crate) struct CudaEngine {
     k: AugmentKernels,
@@ -254,7 +233,7 @@ impl CudaEngine {
             .alloc_zeros::<f32>(soft.max(1))
             .map_err(drv("allocate soft labels"))?;
         // The trainer and the staging refill wait on it from the host.
-        let ready = super::host_wait_event(&self.k.ctx).map_err(drv("event"))?;
+        let ready = crate::cuda::host_wait_event(&self.k.ctx).map_err(drv("event"))?;
         let outs = outs
             .iter()
             .map(|&(d, n)| OutBuf::alloc(s, d, n))
@@ -278,7 +257,7 @@ impl CudaEngine {
                 .stream
                 .alloc_zeros::<u8>(bytes.max(1))
                 .map_err(drv("allocate decode arena"))?,
-            released: super::host_wait_event(&self.k.ctx).map_err(drv("event"))?,
+            released: crate::cuda::host_wait_event(&self.k.ctx).map_err(drv("event"))?,
             recorded: false,
         };
         // The zeroing is queued on the stage's stream; the engine writes
@@ -389,11 +368,11 @@ impl CudaEngine {
                     .ok_or_else(|| Error::Device("no photometric scratch (stage bug)".into()))?;
                 // SAFETY: as below; the output is the f32 scratch, which
                 // the f32 NCHW augment kernel (`which`) writes, each tile
-                // inside it (pipeline/gpu/photo.rs packs them).
+                // inside it (stage/photo.rs packs them).
                 unsafe { self.k.launch_at(l.which, tiles, l.params, scratch) }?;
                 continue;
             };
-            // SAFETY: the descriptors were written by pipeline/gpu.rs into
+            // SAFETY: the descriptors were written by stage/mod.rs into
             // the staging copied above; each points into that staging buffer
             // (or the arena, or the scratch) at pixels written before it on
             // this stream and writes inside `outs[v]`, whose element type

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::Sender;
 
-use super::super::batch::Storage;
 use super::Arena;
+use super::cuda::CudaSlot;
 use crate::augment::photo::PhotoParams;
 use crate::cuda::desc::GfTile;
-use crate::cuda::stage::CudaSlot;
+use crate::tensor::Storage;
 
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // One per slot; boxing buys nothing.

@@ -8,12 +8,12 @@
 //! before has read it. Draws whose ops all came out "off" take the fused
 //! path like any other.
 
+use super::cuda::{LaunchKind, StageLaunch};
 use super::{MAX_TILES_PER_LAUNCH, kernel_index};
 use crate::augment::photo::PhotoParams;
+use crate::config::Config;
 use crate::cuda::desc::{GfLaunch, GfPhoto, GfTile};
-use crate::cuda::stage::{LaunchKind, StageLaunch};
 use crate::error::{Error, Result};
-use crate::pipeline::builder::Config;
 
 /// The scratch a stage allocates at most, in bytes: room for 256 draws of
 /// 224 × 224 (two planes sets of 3 × 224 × 224 f32 each, about 1.2 MB per

@@ -12,12 +12,12 @@
 //! and the launches that read it are queued (after the slot's flush, an
 //! event marks them); it takes new decodes only after that event.
 
+use super::cuda::NvRoute;
+use super::cuda::{CudaArena, JpegJob, JpegOutcome, RouteCounts, Submitted};
+use super::handoff::{Jpeg, Placed, Staged, shift};
 use super::{DeviceStage, Engine, Slot};
-use crate::cuda::stage::NvRoute;
-use crate::cuda::stage::{CudaArena, JpegJob, JpegOutcome, RouteCounts, Submitted};
 use crate::decode::nvjpeg::Roi;
 use crate::error::{Error, Result, SampleError};
-use crate::pipeline::handoff::{Jpeg, Placed, Staged, shift};
 
 /// A decode arena: device memory nvJPEG writes decoded images into.
 #[derive(Debug)]
@@ -27,17 +27,8 @@ pub(crate) enum Arena {
     /// launches read; its buffer never moves or changes size, so the
     /// addresses tiles hold stay valid.
     #[cfg(feature = "kernel-emu")]
-    Emu(EmuArena),
+    Emu(super::emu::EmuArena),
 }
-
-/// An emulated decode arena.
-#[cfg(feature = "kernel-emu")]
-pub(super) type EmuArena = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
-
-/// The emulated engine's answer to a group: per job, whether it decoded
-/// into the arena.
-#[cfg(feature = "kernel-emu")]
-pub(super) type EmuReply = Vec<std::result::Result<(), SampleError>>;
 
 /// A group's work at the routes.
 #[derive(Debug)]
@@ -46,7 +37,7 @@ enum Flight {
     Cuda(Submitted, Vec<usize>),
     #[cfg(feature = "kernel-emu")]
     Emu(
-        crate::cuda::lanes::Ticket<EmuReply>,
+        crate::cuda::lanes::Ticket<super::emu::EmuReply>,
         Vec<(usize, Option<Roi>)>,
     ),
 }
@@ -251,7 +242,7 @@ impl DeviceStage {
                     .collect();
                 let work = jobs
                     .into_iter()
-                    .map(|j| EmuJob {
+                    .map(|j| super::emu::EmuJob {
                         bytes: j.bytes,
                         size: (j.width, j.height),
                         roi: j.roi,
@@ -414,50 +405,5 @@ pub(super) enum JpegRoute {
     /// with the CPU decoder, answered into the group's arena. The same
     /// bookkeeping, checkable without a GPU.
     #[cfg(feature = "kernel-emu")]
-    Emu(crate::cuda::lanes::Lanes<Vec<EmuJob>, EmuReply>),
-}
-
-/// An image for the emulated engine: bytes, header size, window, and
-/// where it goes (arena, byte offset).
-#[cfg(feature = "kernel-emu")]
-pub(super) struct EmuJob {
-    pub(super) bytes: Vec<u8>,
-    pub(super) size: (u32, u32),
-    pub(super) roi: Option<crate::decode::nvjpeg::Roi>,
-    pub(super) arena: EmuArena,
-    pub(super) at: usize,
-}
-
-/// The emulated engine's lane: decode each job on the CPU and write its
-/// window (or whole image), packed at its own width, into the arena, as
-/// the engine does. Its decoder and image buffer are reused, so that a
-/// lane allocates nothing per image once warm (tests/memory.rs).
-#[cfg(feature = "kernel-emu")]
-pub(super) fn emu_engine(
-    (cpu, img): &mut (crate::decode::CpuDecoder, crate::decode::Image),
-    jobs: Vec<EmuJob>,
-) -> EmuReply {
-    jobs.into_iter()
-        .map(|j| {
-            crate::cuda::stage::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
-            let whole = crate::decode::nvjpeg::Roi {
-                x: 0,
-                y: 0,
-                w: j.size.0,
-                h: j.size.1,
-            };
-            let r = j.roi.unwrap_or(whole);
-            let row = r.w as usize * 3;
-            let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
-            let out = arena
-                .get_mut(j.at..j.at + row * r.h as usize)
-                .ok_or_else(|| {
-                    crate::error::SampleError::Panic("window outside the arena".into())
-                })?;
-            for (y, src) in img.window_rows(r).enumerate() {
-                out[y * row..][..row].copy_from_slice(src);
-            }
-            Ok(())
-        })
-        .collect()
+    Emu(crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuReply>),
 }

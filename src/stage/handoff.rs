@@ -1,4 +1,4 @@
-//! What workers hand the device stage for one sample (`gpu.rs`): the crop
+//! What workers hand the device stage for one sample (`stage/mod.rs`): the crop
 //! region of an image decoded on a CPU thread, or the compressed bytes of a
 //! JPEG for nvJPEG (with its decoding begun on the worker, on the CUDA
 //! route), each with its draws.
@@ -155,7 +155,7 @@ impl WorkerDecode {
             }
             #[cfg(feature = "kernel-emu")]
             WorkerDecodeKind::Emu => {
-                crate::cuda::stage::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
+                super::cuda::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;
                 let whole = Roi {
                     x: 0,

@@ -6,7 +6,7 @@
 //!         or, for nvJPEG-routable JPEGs (Jpeg): the engine's share passes
 //!         the bytes on, the rest runs nvJPEG's host phase (CUDA route)
 //! batch thread (assemble.rs), samples in sampler order:
-//!         Jpeg ─► a decode group's arena (gpu/jpeg.rs): host phase done
+//!         Jpeg ─► a decode group's arena (stage/jpeg.rs): host phase done
 //!                 ─► copy + device phase queued at once; bytes ─► when
 //!                 the group is sealed (about a batch), one call at an
 //!                 engine lane, which waits for it off this thread;
@@ -38,23 +38,31 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use super::batch::{Storage, Tensor, TensorData};
-use super::builder::Config;
-use super::handoff::{Placed, Region, WorkerDecode, WorkerDecodeKind};
+use crate::augment::TensorData;
 use crate::augment::mix::MixParams;
 use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
+use crate::config::Config;
 use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use crate::cuda::stage::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
 use crate::error::{Error, Result};
+use crate::tensor::{Storage, Tensor};
+use cuda::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
+use handoff::{Placed, Region, WorkerDecode, WorkerDecodeKind};
 
+pub(crate) mod cuda;
+mod decode_bench;
+pub(crate) mod handoff;
+
+pub use decode_bench::DecodeBench;
 mod jpeg;
 mod photo;
 mod slot;
 
 use jpeg::JpegRoute;
 #[cfg(feature = "kernel-emu")]
-use jpeg::emu_engine;
+mod emu;
+#[cfg(feature = "kernel-emu")]
+use emu::{emu_alloc, emu_engine};
 pub(crate) use jpeg::{Arena, Group};
 pub use slot::Memory;
 pub(crate) use slot::{Slot, SlotHome};
@@ -86,7 +94,7 @@ pub(crate) struct DeviceStage {
     /// Every emulated arena, for the launches to read: tiles hold their
     /// addresses (their buffers never move or change size).
     #[cfg(feature = "kernel-emu")]
-    emu_arenas: Vec<jpeg::EmuArena>,
+    emu_arenas: Vec<emu::EmuArena>,
     pool: (Sender<Slot>, Receiver<Slot>),
     /// Slots held by batches (see [`SlotHome`]).
     in_batches: Arc<AtomicUsize>,
@@ -114,17 +122,6 @@ impl std::fmt::Debug for DeviceStage {
     }
 }
 
-/// Host memory standing in for pinned + device memory; a failed
-/// allocation is an error like a failed cuMemHostAlloc, not an abort.
-#[cfg(feature = "kernel-emu")]
-fn emu_alloc(n: usize) -> Result<Vec<u8>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|e| Error::Device(format!("allocate {n} bytes of emulated staging: {e}")))?;
-    v.resize(n, 0);
-    Ok(v)
-}
-
 fn kernel_index(dtype: DType, layout: Layout) -> usize {
     let d = match dtype {
         DType::U8 => 0,
@@ -139,16 +136,13 @@ impl DeviceStage {
     /// Allocate `slots` slots for `cfg`: every buffer the stage will use,
     /// but for the decoders of the workers' nvJPEG host phases, which are
     /// made as needed, at most one per sample in flight.
-    /// With `trace`, the engine lanes' calls show on their own tracks.
+    /// `observe` hears of each engine-lane call (the pipeline's timeline).
     pub(crate) fn new(
         engine: Engine,
         cfg: &Config,
         slots: usize,
-        trace: Option<Arc<super::trace::Trace>>,
+        observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<DeviceStage> {
-        let observe = trace.map(|t| -> crate::cuda::lanes::Observe {
-            Arc::new(move |name, t0| t.span(name, t0, super::trace::Arg::None))
-        });
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
@@ -189,8 +183,15 @@ impl DeviceStage {
                         share: cfg.hardware_share,
                         kind: WorkerDecodeKind::Emu,
                     };
+                    let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                     let cpus = (0..cfg.in_flight)
-                        .map(|_| Ok((fallback()?, crate::decode::Image::default())))
+                        .map(|_| {
+                            Ok((
+                                fallback()?,
+                                crate::decode::Image::default(),
+                                largest.clone(),
+                            ))
+                        })
                         .collect::<Result<Vec<_>>>()?;
                     let lanes = crate::cuda::lanes::Lanes::new(
                         "gpufeed-emu-engine",

@@ -1,0 +1,76 @@
+//! The emulated backend of the device stage (feature `kernel-emu`): host
+//! memory for pinned and device memory, and an engine played by CPU
+//! decoders on lanes of their own, beside the CUDA backend (`cuda.rs`).
+
+use crate::error::{Error, Result, SampleError};
+
+/// Host memory standing in for pinned + device memory; a failed
+/// allocation is an error like a failed cuMemHostAlloc, not an abort.
+pub(super) fn emu_alloc(n: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|e| Error::Device(format!("allocate {n} bytes of emulated staging: {e}")))?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+/// An emulated decode arena.
+pub(super) type EmuArena = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// The emulated engine's answer to a group: per job, whether it decoded
+/// into the arena.
+pub(super) type EmuReply = Vec<std::result::Result<(), SampleError>>;
+
+/// An image for the emulated engine: bytes, header size, window, and
+/// where it goes (arena, byte offset).
+pub(super) struct EmuJob {
+    pub(super) bytes: Vec<u8>,
+    pub(super) size: (u32, u32),
+    pub(super) roi: Option<crate::decode::nvjpeg::Roi>,
+    pub(super) arena: EmuArena,
+    pub(super) at: usize,
+}
+
+/// An emulated engine lane's state: a CPU decoder, its image buffer, and
+/// the largest image any lane has decoded (bytes), shared by the lanes.
+pub(super) type EmuLane = (
+    crate::decode::CpuDecoder,
+    crate::decode::Image,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+);
+
+/// The emulated engine's lane: decode each job on the CPU and write its
+/// window (or whole image), packed at its own width, into the arena, as
+/// the engine does. Its decoder and image buffer are reused, and the
+/// buffer grows to the largest image any lane has seen before it decodes,
+/// so that lanes stop allocating once one epoch has passed, whichever
+/// lane met the largest image (tests/memory.rs).
+pub(super) fn emu_engine((cpu, img, largest): &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
+    use std::sync::atomic::Ordering::Relaxed;
+    jobs.into_iter()
+        .map(|j| {
+            let bytes = j.size.0 as usize * j.size.1 as usize * 3;
+            let want = largest.fetch_max(bytes, Relaxed).max(bytes);
+            img.data.reserve(want.saturating_sub(img.data.len()));
+            super::cuda::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
+            let whole = crate::decode::nvjpeg::Roi {
+                x: 0,
+                y: 0,
+                w: j.size.0,
+                h: j.size.1,
+            };
+            let r = j.roi.unwrap_or(whole);
+            let row = r.w as usize * 3;
+            let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
+            let out = arena
+                .get_mut(j.at..j.at + row * r.h as usize)
+                .ok_or_else(|| {
+                    crate::error::SampleError::Panic("window outside the arena".into())
+                })?;
+            for (y, src) in img.window_rows(r).enumerate() {
+                out[y * row..][..row].copy_from_slice(src);
+            }
+            Ok(())
+        })
+        .collect()
+}
