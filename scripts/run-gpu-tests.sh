@@ -158,6 +158,13 @@ for phase in "${phases[@]}"; do
       step bench-cuda-routes 180 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep hardware-share=0,0.5,1 --sweep cpu-decode=false,true \
         --out "$logs/routes"
+      # Issue 16: batches decoding at once (the default, 3, is unmeasured)
+      # against the share, and one timeline to open in Perfetto.
+      step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep in-flight=1,2,3,4 --sweep hardware-share=0,0.5,1 \
+        --out "$logs/in-flight"
+      step bench-cuda-trace 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --hardware-share 0.5 --trace "$logs/trace-share-0.5.json"
       step bench-cuda-readers 120 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
       step bench-cpu 90 "$bin/gpufeed" bench "$data" --device cpu --json
