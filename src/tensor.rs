@@ -152,7 +152,7 @@ impl Tensor {
         /// The device elements when the dtype is `u8`: a view of exactly
         /// [`len`](Self::len) elements, no copy. cudarc orders the kernel
         /// that wrote it before any use on another stream; raw-pointer users
-        /// wait on [`Batch::event`] instead.
+        /// wait on [`Batch::event`](crate::Batch::event) instead.
         cuda_u8, U8, u8
     );
     cuda_view!(
@@ -173,7 +173,7 @@ impl Tensor {
 
     /// The raw device address (`CUdeviceptr`) of element 0, for trainers
     /// that take pointers (tch's `from_blob`, DLPack); `None` on the host.
-    /// Wait on [`Batch::event`] before reading through it.
+    /// Wait on [`Batch::event`](crate::Batch::event) before reading through it.
     pub fn device_ptr(&self) -> Option<u64> {
         match &self.storage {
             Storage::Cuda(b) => Some(b.address()),

@@ -565,7 +565,7 @@ impl PipelineBuilder {
                 other => other,
             })?)),
             #[cfg(feature = "kernel-emu")]
-            Device::Emulated => Some(Engine::Emu),
+            Device::Emulated => Some(Engine::Emu(crate::stage::EmuDevice)),
         };
         let sampler = self.sampler(&source)?;
         let workers = self.workers.unwrap_or_else(|| {

@@ -455,6 +455,5 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
 }
 
 mod nvroute;
-#[cfg(feature = "kernel-emu")]
 pub(crate) use nvroute::decode_on_cpu;
 pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

@@ -1,8 +1,41 @@
 //! The emulated backend of the device stage (feature `kernel-emu`): host
-//! memory for pinned and device memory, and an engine played by CPU
-//! decoders on lanes of their own, beside the CUDA backend (`cuda.rs`).
+//! memory for pinned and device memory, the kernels compiled for the host
+//! (`cuda/emu.rs`), and an engine played by CPU decoders on lanes of their
+//! own, beside the CUDA backend (`cuda.rs`).
+//!
+//! The stage matches on both backends without feature arms; the feature is
+//! decided here alone. Without it [`EmuDevice`] has no values, so no
+//! emulated stage can be made and its arms are dead (candle's dummy
+//! backends work the same way), and the host kernels are not linked.
 
 use crate::error::{Error, Result, SampleError};
+
+/// The emulated device, a token the stage's `Engine::Emu` holds.
+#[cfg(feature = "kernel-emu")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EmuDevice;
+
+/// Without `kernel-emu`: no emulated device can exist.
+#[cfg(not(feature = "kernel-emu"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum EmuDevice {}
+
+#[cfg(feature = "kernel-emu")]
+pub(super) use crate::cuda::emu::run_launches;
+
+/// Without `kernel-emu` the host kernels are not built; nothing calls this
+/// (no [`EmuDevice`] exists).
+#[cfg(not(feature = "kernel-emu"))]
+pub(super) fn run_launches(
+    _staging: &[u8],
+    _sources: &[&[u8]],
+    _launches: &[crate::cuda::launch::StageLaunch],
+    _outs: &mut [&mut [u8]],
+    _scratch: Option<&mut [u8]>,
+    _elem: usize,
+) -> std::result::Result<(), String> {
+    Err("built without the emulated device (feature kernel-emu)".into())
+}
 
 /// Host memory standing in for pinned + device memory; a failed
 /// allocation is an error like a failed cuMemHostAlloc, not an abort.

@@ -102,7 +102,6 @@ pub(crate) enum Staged {
     Cuda(crate::decode::nvjpeg::Lease),
     /// The emulated device's stand-in: the window ([`Jpeg::window`], or
     /// the whole image) decoded on the CPU, packed at its own width.
-    #[cfg(feature = "kernel-emu")]
     Emu(Vec<u8>),
 }
 
@@ -124,7 +123,6 @@ pub(crate) struct WorkerDecode {
 #[derive(Debug)]
 pub(crate) enum WorkerDecodeKind {
     Cuda(Arc<crate::decode::nvjpeg::DecoderPool>),
-    #[cfg(feature = "kernel-emu")]
     Emu,
 }
 
@@ -133,7 +131,6 @@ impl WorkerDecode {
     /// decodes it (the engine's sample, or no decoder free in time). An
     /// error: nvJPEG refused it here, and the caller decodes it on the
     /// CPU, as the batch thread would.
-    #[cfg_attr(not(feature = "kernel-emu"), allow(unused_variables))]
     pub(crate) fn start(
         &self,
         j: &Jpeg,
@@ -153,7 +150,6 @@ impl WorkerDecode {
                 lease.host(&j.bytes, pixels, roi)?;
                 Ok(Some(Staged::Cuda(lease)))
             }
-            #[cfg(feature = "kernel-emu")]
             WorkerDecodeKind::Emu => {
                 super::cuda::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;

@@ -26,7 +26,6 @@ pub(crate) enum Arena {
     /// Host memory, shared with the stage's list that the emulated
     /// launches read; its buffer never moves or changes size, so the
     /// addresses tiles hold stay valid.
-    #[cfg(feature = "kernel-emu")]
     Emu(super::emu::EmuArena),
 }
 
@@ -35,7 +34,6 @@ pub(crate) enum Arena {
 enum Flight {
     /// The submission, and the entry of each of its jobs.
     Cuda(Submitted, Vec<usize>),
-    #[cfg(feature = "kernel-emu")]
     Emu(
         crate::cuda::lanes::Ticket<super::emu::EmuReply>,
         Vec<(usize, Option<Roi>)>,
@@ -106,15 +104,13 @@ impl DeviceStage {
         let Ok(mut arena) = self.arenas.1.try_recv() else {
             return Ok(None);
         };
-        match (&self.engine, &mut arena) {
-            (Engine::Cuda(e), Arena::Cuda(a)) => {
-                if let Err(err) = e.reuse_arena(a) {
-                    let _ = self.arenas.0.try_send(arena);
-                    return Err(err);
-                }
-            }
-            #[cfg(feature = "kernel-emu")]
-            _ => {}
+        // An emulated arena needs no wait: its launches ran before they
+        // returned.
+        if let (Engine::Cuda(e), Arena::Cuda(a)) = (&self.engine, &mut arena)
+            && let Err(err) = e.reuse_arena(a)
+        {
+            let _ = self.arenas.0.try_send(arena);
+            return Err(err);
         }
         Ok(Some(Group {
             flight: None,
@@ -196,8 +192,7 @@ impl DeviceStage {
             (Engine::Cuda(e), Some(Arena::Cuda(a)), Staged::Cuda(lease)) => {
                 e.decode_staged(a, at, (j.width, j.height), roi, lease)
             }
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, Some(Arena::Emu(a)), Staged::Emu(px)) => {
+            (Engine::Emu(_), Some(Arena::Emu(a)), Staged::Emu(px)) => {
                 let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
                 a.get_mut(at..at + px.len())
                     .ok_or_else(|| Error::Device("staged image outside the arena".into()))?
@@ -229,8 +224,7 @@ impl DeviceStage {
             (Engine::Cuda(e), Some(Arena::Cuda(a)), JpegRoute::Cuda(r)) => {
                 Flight::Cuda(e.submit_jpegs(a, jobs, r, counts)?, entries)
             }
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, Some(Arena::Emu(arena)), JpegRoute::Emu(lanes)) => {
+            (Engine::Emu(_), Some(Arena::Emu(arena)), JpegRoute::Emu(lanes)) => {
                 // Every job takes the crop-region route here, as on a
                 // hardware engine with ROI support: the decoded window is
                 // packed at its own width, and placement must shift the
@@ -265,7 +259,6 @@ impl DeviceStage {
             && match &mut g.flight {
                 None => true,
                 Some(Flight::Cuda(s, _)) => s.ready(),
-                #[cfg(feature = "kernel-emu")]
                 Some(Flight::Emu(t, _)) => t.ready(),
             }
     }
@@ -295,8 +288,7 @@ impl DeviceStage {
                     g.entries[k].outcome = Some(o);
                 }
             }
-            #[cfg(feature = "kernel-emu")]
-            (Flight::Emu(t, placed), Engine::Emu, Some(Arena::Emu(_)), JpegRoute::Emu(_)) => {
+            (Flight::Emu(t, placed), Engine::Emu(_), Some(Arena::Emu(_)), JpegRoute::Emu(_)) => {
                 let reply = t.wait().unwrap_or_default();
                 let mut reply = reply.into_iter();
                 for (k, roi) in placed {
@@ -356,9 +348,7 @@ impl DeviceStage {
     fn arena_base(&self, a: &Arena) -> u64 {
         match (&self.engine, a) {
             (Engine::Cuda(e), Arena::Cuda(c)) => e.arena_base(c),
-            #[cfg(feature = "kernel-emu")]
             (_, Arena::Emu(v)) => v.lock().unwrap_or_else(|p| p.into_inner()).as_ptr() as u64,
-            #[cfg(feature = "kernel-emu")]
             _ => 0,
         }
     }
@@ -385,13 +375,11 @@ impl DeviceStage {
     /// Back to the pool, marked on the stream after the launches queued
     /// so far (those that read it).
     pub(super) fn release(&self, mut a: Arena) {
-        match (&self.engine, &mut a) {
+        if let (Engine::Cuda(e), Arena::Cuda(c)) = (&self.engine, &mut a) {
             // A failed record leaves the arena unmarked: its next user
             // waits for nothing. Only a dead context fails here, and then
             // nothing runs on the device anyway.
-            (Engine::Cuda(e), Arena::Cuda(c)) => drop(e.release_arena(c)),
-            #[cfg(feature = "kernel-emu")]
-            _ => {}
+            let _ = e.release_arena(c);
         }
         let _ = self.arenas.0.try_send(a);
     }
@@ -404,6 +392,5 @@ pub(super) enum JpegRoute {
     /// The emulated device plays a hardware engine: lanes that decode
     /// with the CPU decoder, answered into the group's arena. The same
     /// bookkeeping, checkable without a GPU.
-    #[cfg(feature = "kernel-emu")]
     Emu(crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuReply>),
 }

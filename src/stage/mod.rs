@@ -59,9 +59,11 @@ mod photo;
 mod slot;
 
 use jpeg::JpegRoute;
-#[cfg(feature = "kernel-emu")]
+// The emulated backend (feature `kernel-emu`) beside the CUDA one; without
+// the feature its device cannot be made (`emu::EmuDevice`), so the stage
+// has no feature arms.
 mod emu;
-#[cfg(feature = "kernel-emu")]
+pub(crate) use emu::EmuDevice;
 use emu::{emu_alloc, emu_engine};
 pub(crate) use jpeg::{Arena, Group};
 pub use slot::Memory;
@@ -74,9 +76,10 @@ const MAX_TILES_PER_LAUNCH: usize = 65_535;
 /// Where the pipeline's kernels run.
 pub(crate) enum Engine {
     Cuda(CudaEngine),
-    /// Host emulation of the kernels (tests; feature `kernel-emu`).
-    #[cfg(feature = "kernel-emu")]
-    Emu,
+    /// Host emulation of the kernels (tests; feature `kernel-emu`, without
+    /// which it cannot be made).
+    #[cfg_attr(not(feature = "kernel-emu"), allow(dead_code))]
+    Emu(EmuDevice),
 }
 
 /// The stage: engine, slot pool, layout.
@@ -93,7 +96,6 @@ pub(crate) struct DeviceStage {
     arenas: (Sender<Arena>, Receiver<Arena>),
     /// Every emulated arena, for the launches to read: tiles hold their
     /// addresses (their buffers never move or change size).
-    #[cfg(feature = "kernel-emu")]
     emu_arenas: Vec<emu::EmuArena>,
     pool: (Sender<Slot>, Receiver<Slot>),
     /// Slots held by batches (see [`SlotHome`]).
@@ -110,7 +112,6 @@ pub(crate) struct DeviceStage {
 /// The photometric kernels' planes: f32 on the device.
 enum Scratch {
     Cuda(cudarc::driver::CudaSlice<f32>),
-    #[cfg(feature = "kernel-emu")]
     Emu(Vec<f32>),
 }
 
@@ -173,8 +174,7 @@ impl DeviceStage {
                         }
                     }
                 }
-                #[cfg(feature = "kernel-emu")]
-                Engine::Emu => {
+                Engine::Emu(_) => {
                     // The emulated device plays a hardware engine, so that
                     // CI runs both halves of the route: the share's draws
                     // decode at its lanes, the rest on the workers.
@@ -241,7 +241,6 @@ impl DeviceStage {
             ..Memory::default()
         };
         let arenas = bounded(cfg.in_flight);
-        #[cfg(feature = "kernel-emu")]
         let mut emu_arenas = Vec::new();
         for _ in 0..if jpeg.is_some() { cfg.in_flight } else { 0 } {
             let a = match &engine {
@@ -250,8 +249,7 @@ impl DeviceStage {
                     memory.device_bytes += a.len() as u64;
                     Arena::Cuda(a)
                 }
-                #[cfg(feature = "kernel-emu")]
-                Engine::Emu => {
+                Engine::Emu(_) => {
                     let a = Arc::new(Mutex::new(emu_alloc(arena)?));
                     emu_arenas.push(a.clone());
                     Arena::Emu(a)
@@ -274,8 +272,7 @@ impl DeviceStage {
                         bufs.into_iter().map(Storage::Cuda).collect(),
                     )
                 }
-                #[cfg(feature = "kernel-emu")]
-                Engine::Emu => (
+                Engine::Emu(_) => (
                     SlotMem::Emu(emu_alloc(layout.total)?),
                     outs.iter()
                         .map(|&(d, n)| Storage::Host(TensorData::zeros(d, n)))
@@ -300,8 +297,7 @@ impl DeviceStage {
                 memory.device_bytes += 4 * n as u64;
                 Some(Scratch::Cuda(e.alloc_scratch(n)?))
             }
-            #[cfg(feature = "kernel-emu")]
-            (Some(n), Engine::Emu) => Some(Scratch::Emu(vec![0.0; n])),
+            (Some(n), Engine::Emu(_)) => Some(Scratch::Emu(vec![0.0; n])),
         };
         Ok(DeviceStage {
             scratch: scratch.map(Mutex::new),
@@ -310,7 +306,6 @@ impl DeviceStage {
             worker_decode,
             arena,
             arenas,
-            #[cfg(feature = "kernel-emu")]
             emu_arenas,
             pool,
             in_batches: Arc::new(AtomicUsize::new(0)),
@@ -358,8 +353,7 @@ impl DeviceStage {
     pub(crate) fn cuda_context(&self) -> Option<&std::sync::Arc<cudarc::driver::CudaContext>> {
         match &self.engine {
             Engine::Cuda(e) => Some(e.context()),
-            #[cfg(feature = "kernel-emu")]
-            Engine::Emu => None,
+            Engine::Emu(_) => None,
         }
     }
 
@@ -371,8 +365,7 @@ impl DeviceStage {
         };
         match &self.engine {
             Engine::Cuda(e) => format!("{}, {decode}", e.describe()),
-            #[cfg(feature = "kernel-emu")]
-            Engine::Emu => format!("emulated device (kernel-emu), {decode}"),
+            Engine::Emu(_) => format!("emulated device (kernel-emu), {decode}"),
         }
     }
 
@@ -403,7 +396,6 @@ impl DeviceStage {
         slot.tiles.iter_mut().for_each(Vec::clear);
         match &mut slot.mem {
             SlotMem::Cuda(c) => c.recycle()?,
-            #[cfg(feature = "kernel-emu")]
             SlotMem::Emu(_) => {}
         }
         Ok(slot)
@@ -474,9 +466,7 @@ impl DeviceStage {
     fn host<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut [u8]> {
         match (&self.engine, &mut slot.mem) {
             (Engine::Cuda(e), SlotMem::Cuda(c)) => e.host(c),
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(v)) => Ok(v.as_mut_slice()),
-            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu(_), SlotMem::Emu(v)) => Ok(v.as_mut_slice()),
             _ => unreachable!("slots come from their engine"),
         }
     }
@@ -484,9 +474,7 @@ impl DeviceStage {
     fn base(&self, slot: &Slot) -> u64 {
         match (&self.engine, &slot.mem) {
             (Engine::Cuda(e), SlotMem::Cuda(c)) => e.base(c),
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(v)) => v.as_ptr() as u64,
-            #[cfg(feature = "kernel-emu")]
+            (Engine::Emu(_), SlotMem::Emu(v)) => v.as_ptr() as u64,
             _ => unreachable!("slots come from their engine"),
         }
     }
@@ -577,9 +565,7 @@ impl DeviceStage {
             .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
         let scratch_at = scratch.as_deref().map(|s| match (s, &self.engine) {
             (Scratch::Cuda(c), Engine::Cuda(e)) => (e.scratch_base(c), c.len()),
-            #[cfg(feature = "kernel-emu")]
             (Scratch::Emu(v), _) => (v.as_ptr() as u64, v.len()),
-            #[cfg(feature = "kernel-emu")]
             _ => unreachable!("scratch comes from its engine"),
         });
         let host = self.host(slot)?;
@@ -660,8 +646,7 @@ impl DeviceStage {
                 };
                 e.flush(c, &ranges, &launches, &mut outs, scratch, label_range)?;
             }
-            #[cfg(feature = "kernel-emu")]
-            (Engine::Emu, SlotMem::Emu(host)) => {
+            (Engine::Emu(_), SlotMem::Emu(host)) => {
                 let mut outs: Vec<&mut [u8]> = slot
                     .outs
                     .iter_mut()
@@ -683,7 +668,7 @@ impl DeviceStage {
                     Some(Scratch::Emu(v)) => Some(bytemuck::cast_slice_mut(v.as_mut_slice())),
                     _ => None,
                 };
-                crate::cuda::emu::run_launches(
+                emu::run_launches(
                     host,
                     &sources,
                     &launches,
@@ -693,7 +678,6 @@ impl DeviceStage {
                 )
                 .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
             }
-            #[cfg(feature = "kernel-emu")]
             _ => unreachable!("slots come from their engine"),
         }
         // The launches that read these arenas are queued: they may take new

@@ -16,7 +16,6 @@ use crate::tensor::Storage;
 #[allow(clippy::large_enum_variant)] // One per slot; boxing buys nothing.
 pub(crate) enum SlotMem {
     Cuda(CudaSlot),
-    #[cfg(feature = "kernel-emu")]
     Emu(Vec<u8>),
 }
 
@@ -49,7 +48,6 @@ impl Slot {
     pub(crate) fn event(&self) -> Option<&cudarc::driver::CudaEvent> {
         match &self.mem {
             SlotMem::Cuda(c) => Some(c.event()),
-            #[cfg(feature = "kernel-emu")]
             SlotMem::Emu(_) => None,
         }
     }
@@ -58,7 +56,6 @@ impl Slot {
     pub(crate) fn labels(&self) -> Option<&cudarc::driver::CudaSlice<u32>> {
         match &self.mem {
             SlotMem::Cuda(c) => Some(c.labels()),
-            #[cfg(feature = "kernel-emu")]
             SlotMem::Emu(_) => None,
         }
     }
@@ -67,7 +64,6 @@ impl Slot {
     pub(crate) fn soft_labels(&self) -> Option<&cudarc::driver::CudaSlice<f32>> {
         match &self.mem {
             SlotMem::Cuda(c) => Some(c.soft_labels()),
-            #[cfg(feature = "kernel-emu")]
             SlotMem::Emu(_) => None,
         }
     }
