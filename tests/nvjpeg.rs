@@ -39,11 +39,23 @@ fn handle_without_a_gpu_is_a_typed_error() -> Outcome {
         Err(no_gpu) => {
             let e = handle.expect_err("a handle without a GPU");
             println!("no GPU ({no_gpu}); nvjpegCreateSimple: {e}");
-            assert!(matches!(e, gpufeed::Error::Device(_)), "{e:?}");
-            assert!(e.to_string().contains("nvjpegCreateSimple"), "{e}");
+            // nvJPEG's own status, typed (issue 16, item 7).
+            assert!(
+                matches!(
+                    e,
+                    gpufeed::Error::Nvjpeg {
+                        call: "nvjpegCreateSimple",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
             // The engine query is an error too, not a panic.
             let e = nvjpeg::hardware_decoder_info().expect_err("engine info without a GPU");
-            assert!(matches!(e, gpufeed::Error::Device(_)), "{e:?}");
+            assert!(
+                matches!(e, gpufeed::Error::Device(_) | gpufeed::Error::Nvjpeg { .. }),
+                "{e:?}"
+            );
         }
         Ok(devs) => {
             let h = handle.unwrap_or_else(|e| panic!("GPU {:?} present but {e}", devs[0].name));
