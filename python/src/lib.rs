@@ -84,8 +84,10 @@ impl Pipeline {
     /// batch_size=256, size=224, transform="train", eval_resize=None,
     /// dtype="float32", layout="nchw", normalize=True, antialias=True,
     /// seed=0, shuffle=True, rank=0, world_size=1, drop_last=False,
-    /// readers=2, workers=None, prefetch=2, device="auto")`: the builder's
-    /// settings, with the builder's defaults. `shards` is a list of
+    /// readers=2, workers=None, prefetch=2, device="auto", gpu_decode=True,
+    /// hardware_decode_share=None, batches_in_flight=None, ...)`: the
+    /// builder's settings, with the builder's defaults (`None`: the
+    /// library's). `shards` is a list of
     /// WebDataset tar shards (paths or patterns such as
     /// `"data/shard-{000000..000127}.tar"`); `stream_shards=N` streams them
     /// through a shuffle buffer of N samples.
@@ -94,7 +96,8 @@ impl Pipeline {
         size=224, transform="train", eval_resize=None, dtype="float32", layout="nchw",
         normalize=true, antialias=true, seed=0, shuffle=true, rank=0, world_size=1,
         drop_last=false, readers=2, workers=None, prefetch=2, device="auto", recipe=None,
-        mixup=None, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1))]
+        mixup=None, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, gpu_decode=true,
+        hardware_decode_share=None, batches_in_flight=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -124,6 +127,9 @@ impl Pipeline {
         mixup_alpha: f32,
         cutmix_alpha: f32,
         label_smoothing: f32,
+        gpu_decode: bool,
+        hardware_decode_share: Option<f32>,
+        batches_in_flight: Option<usize>,
     ) -> PyResult<Pipeline> {
         let source = match (root, list, shards) {
             (Some(r), None, None) => Source::image_folder(r).map_err(err)?,
@@ -169,7 +175,14 @@ impl Pipeline {
             .drop_last(drop_last)
             .readers(readers)
             .prefetch(prefetch)
-            .device(parse_device(device)?);
+            .device(parse_device(device)?)
+            .gpu_decode(gpu_decode);
+        if let Some(share) = hardware_decode_share {
+            b = b.hardware_decode_share(share);
+        }
+        if let Some(n) = batches_in_flight {
+            b = b.batches_in_flight(n);
+        }
         if let Some(w) = workers {
             b = b.workers(w);
         }

@@ -104,6 +104,20 @@ def test_errors_name_the_file(tmp_path):
         pipeline(device="tpu")
 
 
+def test_nvjpeg_settings_are_checked_and_ignored_on_the_cpu():
+    # The CUDA backend's decode settings (issue 16): validated by the
+    # builder everywhere, without effect on the CPU backend's batches.
+    with pytest.raises(gpufeed.Error, match="batches_in_flight"):
+        pipeline(batches_in_flight=0)
+    with pytest.raises(gpufeed.Error, match="hardware_decode_share"):
+        pipeline(hardware_decode_share=1.5)
+    tuned = pipeline(gpu_decode=False, hardware_decode_share=0.5, batches_in_flight=2)
+    plain = pipeline()
+    for (a, la), (b, lb) in zip(tuned.epoch(0), plain.epoch(0)):
+        assert np.array_equal(np.from_dlpack(a), np.from_dlpack(b))
+        assert np.array_equal(np.from_dlpack(la), np.from_dlpack(lb))
+
+
 def test_a_thousand_batches_do_not_pile_up():
     # Every batch's buffers go back when its arrays are collected.
     p = pipeline(batch_size=28, size=16, prefetch=1)

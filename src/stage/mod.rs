@@ -360,7 +360,10 @@ impl DeviceStage {
     pub(crate) fn describe(&self) -> String {
         let decode = match (&self.jpeg, self.has_hardware_decoder()) {
             (None, _) => "decode on CPU threads",
-            (Some(_), true) => "nvJPEG: hardware engine + CUDA",
+            (Some(_), true) => match &self.engine {
+                Engine::Cuda(_) => "nvJPEG: hardware engine + CUDA",
+                Engine::Emu(_) => "emulated engine (CPU decoders on lanes) + CUDA route",
+            },
             (Some(_), false) => "nvJPEG: CUDA",
         };
         match &self.engine {
@@ -412,11 +415,15 @@ impl DeviceStage {
         self.worker_decode.clone()
     }
 
-    /// Whether the hardware JPEG engine is in use.
+    /// Whether the hardware JPEG engine is in use (the emulated device
+    /// plays one).
     pub(crate) fn has_hardware_decoder(&self) -> bool {
-        self.jpeg.as_ref().is_some_and(|j| {
-            matches!(&*j.lock().unwrap_or_else(|p| p.into_inner()), JpegRoute::Cuda(r) if r.has_hardware())
-        })
+        self.jpeg
+            .as_ref()
+            .is_some_and(|j| match &*j.lock().unwrap_or_else(|p| p.into_inner()) {
+                JpegRoute::Cuda(r) => r.has_hardware(),
+                JpegRoute::Emu(_) => true,
+            })
     }
 
     /// Launch what the slot has staged (a batch in parts), so that the

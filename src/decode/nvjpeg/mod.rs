@@ -179,9 +179,9 @@ pub fn version() -> Result<(i32, i32, i32)> {
 
 /// The hardware JPEG engine as nvJPEG reports it: `(engines, cores per
 /// engine)` (`nvjpegGetHardwareDecoderInfo` on a handle of the hardware
-/// backend). An error on a GPU without the engine, or without a GPU. DALI
-/// rounds its hardware batches up to a multiple of the cores (issue 16,
-/// item 2); `gpufeed decode-bench` prints it.
+/// backend). An error on a GPU without the engine, or without a GPU. The
+/// engine lanes size their memory pools to a multiple of engines x cores
+/// (issue 16, item 2); `gpufeed decode-bench` prints it.
 pub fn hardware_decoder_info() -> Result<(u32, u32)> {
     let h = Handle::with_backend(sys::nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE)?;
     let (mut engines, mut cores) = (0 as std::os::raw::c_uint, 0 as std::os::raw::c_uint);

@@ -216,10 +216,20 @@ impl NvRoute {
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
         let stats = Arc::new(Mutex::new(vec![Default::default(); lanes.max(1)]));
+        // Each engine state's memory pool is sized for a batch rounded up
+        // to a multiple of the engine's cores, as nvImageCodec's hardware
+        // decoder does (its mini-batch is engines x cores; issue 16,
+        // item 2), so that a full call fills every core.
+        let pool = match crate::decode::nvjpeg::hardware_decoder_info() {
+            Ok((engines, cores)) if engines > 0 && cores > 0 => {
+                batch.next_multiple_of((engines * cores) as usize)
+            }
+            _ => batch,
+        };
         let mut states = Vec::new();
         for index in 0..lanes.max(1) {
             // No engine (or no nvJPEG support for it) is not an error.
-            let Ok(dec) = BatchedDecoder::new(true, batch) else {
+            let Ok(dec) = BatchedDecoder::new(true, pool) else {
                 break;
             };
             states.push(Lane {
