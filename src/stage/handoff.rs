@@ -114,7 +114,8 @@ pub(crate) enum Staged {
 pub(crate) struct WorkerDecode {
     /// A hardware engine is in use (the emulated device plays one):
     /// samples it takes, by their draw below `share`, go to the batch
-    /// thread compressed, to be decoded in one engine batch.
+    /// thread compressed, to be decoded at an engine lane with their
+    /// decode group.
     pub(crate) engine: bool,
     pub(crate) share: f32,
     pub(crate) kind: WorkerDecodeKind,
