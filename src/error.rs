@@ -104,6 +104,12 @@ impl std::fmt::Debug for Error {
 }
 
 impl Error {
+    /// [`Error::Cuda`] for a failed driver call made for `what`, as a
+    /// `map_err` argument.
+    pub(crate) fn cuda(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error + Copy {
+        move |source| Error::Cuda { what, source }
+    }
+
     /// The per-sample error inside, if this is one.
     pub fn sample_error(&self) -> Option<&SampleError> {
         match self {

@@ -104,7 +104,9 @@ pub fn kernel_bandwidth(
     let a = k.zeros::<u8>(copy_bytes)?;
     let mut b = k.zeros::<u8>(copy_bytes)?;
     let copy_ms = time_ms(&k, 10, || {
-        k.stream.memcpy_dtod(&a, &mut b).map_err(|e| drv("copy", e))
+        k.stream
+            .memcpy_dtod(&a, &mut b)
+            .map_err(Error::cuda("copy"))
     })?;
     drop(srcs);
     Ok(KernelBench {
@@ -117,10 +119,6 @@ pub fn kernel_bandwidth(
         copy_gbps: (2 * copy_bytes) as f64 / (copy_ms * 1e6),
         images_per_s: batch as f64 / (kernel_ms / 1e3),
     })
-}
-
-fn drv(what: &'static str, source: cudarc::driver::DriverError) -> Error {
-    Error::Cuda { what, source }
 }
 
 /// What every kernel benchmark starts from: the kernels on device `index`,
@@ -152,13 +150,19 @@ fn setup(
 fn time_ms(k: &AugmentKernels, iters: usize, mut run: impl FnMut() -> Result<()>) -> Result<f64> {
     run()?;
     let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let start = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
+    let start = k
+        .stream
+        .record_event(timing)
+        .map_err(Error::cuda("event"))?;
     for _ in 0..iters {
         run()?;
     }
-    let end = k.stream.record_event(timing).map_err(|e| drv("event", e))?;
-    end.synchronize().map_err(|e| drv("sync", e))?;
-    Ok(start.elapsed_ms(&end).map_err(|e| drv("elapsed", e))? as f64 / iters as f64)
+    let end = k
+        .stream
+        .record_event(timing)
+        .map_err(Error::cuda("event"))?;
+    end.synchronize().map_err(Error::cuda("sync"))?;
+    Ok(start.elapsed_ms(&end).map_err(Error::cuda("elapsed"))? as f64 / iters as f64)
 }
 
 /// What [`recipe_time`] measured: the device work of one batch of a

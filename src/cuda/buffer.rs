@@ -4,15 +4,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DriverError};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use half::{bf16, f16};
 
 use crate::augment::{DType, TensorData};
 use crate::error::{Error, Result};
-
-fn drv(what: &'static str) -> impl Fn(DriverError) -> Error {
-    move |source| Error::Cuda { what, source }
-}
 
 /// A batch's output tensor on the device, typed so that the trainer gets a
 /// `CudaSlice` of the right element type.
@@ -26,7 +22,7 @@ pub(crate) enum OutBuf {
 
 impl OutBuf {
     pub(crate) fn alloc(stream: &Arc<CudaStream>, dtype: DType, len: usize) -> Result<OutBuf> {
-        let e = drv("allocate output");
+        let e = Error::cuda("allocate output");
         Ok(match dtype {
             DType::U8 => OutBuf::U8(stream.alloc_zeros(len).map_err(e)?),
             DType::F16 => OutBuf::F16(stream.alloc_zeros(len).map_err(e)?),
@@ -84,7 +80,7 @@ impl OutBuf {
 
     /// Copy the first `len` elements to the host (waits for the copy).
     pub(crate) fn download(&self, len: usize) -> Result<TensorData> {
-        let e = drv("download");
+        let e = Error::cuda("download");
         Ok(match self {
             OutBuf::U8(s) => TensorData::U8(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),
             OutBuf::F16(s) => TensorData::F16(s.stream().clone_dtoh(&s.slice(..len)).map_err(e)?),

@@ -65,7 +65,7 @@ impl AugmentKernels {
             let cubin = nvrtc::compile_cached(name, &src, &arch)?;
             let module = ctx
                 .load_module(Ptx::from_binary(cubin.image))
-                .map_err(|e| drv("load CUBIN", e))?;
+                .map_err(Error::cuda("load CUBIN"))?;
             entries
                 .iter()
                 .map(|k| module.load_function(k).map_err(|e| drv(k, e)))
@@ -74,7 +74,7 @@ impl AugmentKernels {
         let funcs = load(&AUGMENT_KERNELS)?;
         let photo = load(&PHOTO_KERNELS)?;
         let mix = load(&MIX_KERNELS)?;
-        let stream = ctx.new_stream().map_err(|e| drv("stream", e))?;
+        let stream = ctx.new_stream().map_err(Error::cuda("stream"))?;
         Ok(AugmentKernels {
             ctx,
             stream,
@@ -140,10 +140,7 @@ impl AugmentKernels {
         // pointer parameter. Memory validity is the caller's contract.
         unsafe { b.launch(cfg) }
             .map(|_| ())
-            .map_err(|source| Error::Cuda {
-                what: "kernel launch",
-                source,
-            })
+            .map_err(Error::cuda("kernel launch"))
     }
 
     /// [`launch_at`](Self::launch_at) for [`LaunchKind::Augment`]; for
@@ -187,10 +184,7 @@ impl AugmentKernels {
                 // the n images of `out` (the caller's contract).
                 return unsafe { b.launch(cfg) }
                     .map(|_| ())
-                    .map_err(|source| Error::Cuda {
-                        what: "kernel launch",
-                        source,
-                    });
+                    .map_err(Error::cuda("kernel launch"));
             }
             LaunchKind::Photo => {}
         }
@@ -211,26 +205,17 @@ impl AugmentKernels {
         // the caller's contract.
         unsafe { b.launch(cfg) }
             .map(|_| ())
-            .map_err(|source| Error::Cuda {
-                what: "kernel launch",
-                source,
-            })
+            .map_err(Error::cuda("kernel launch"))
     }
 
     /// Upload host bytes.
     pub(crate) fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        self.stream.clone_htod(data).map_err(|source| Error::Cuda {
-            what: "upload",
-            source,
-        })
+        self.stream.clone_htod(data).map_err(Error::cuda("upload"))
     }
 
     /// A zeroed device buffer.
     pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>> {
-        self.stream.alloc_zeros(n).map_err(|source| Error::Cuda {
-            what: "alloc",
-            source,
-        })
+        self.stream.alloc_zeros(n).map_err(Error::cuda("alloc"))
     }
 
     /// Download (waits for the stream).
@@ -238,10 +223,9 @@ impl AugmentKernels {
         &self,
         data: &CudaSlice<T>,
     ) -> Result<Vec<T>> {
-        self.stream.clone_dtoh(data).map_err(|source| Error::Cuda {
-            what: "download",
-            source,
-        })
+        self.stream
+            .clone_dtoh(data)
+            .map_err(Error::cuda("download"))
     }
 
     /// The raw device address of a buffer, for a descriptor.

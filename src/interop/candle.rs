@@ -113,10 +113,9 @@ mod cuda {
             )));
         }
         if let Some(ev) = batch.event() {
-            dev.cuda_stream().wait(ev).map_err(|source| Error::Cuda {
-                what: "candle stream waits for the batch",
-                source,
-            })?;
+            dev.cuda_stream()
+                .wait(ev)
+                .map_err(Error::cuda("candle stream waits for the batch"))?;
         }
         let t = &mut batch.views[0];
         let shape = Shape::from(t.shape().to_vec());

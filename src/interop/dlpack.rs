@@ -282,10 +282,8 @@ pub fn export(shared: &SharedBatch, part: Part) -> Result<Dlpack> {
     // since nothing moves or writes a batch's buffers while it is shared.
     let batch = shared.0.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(ev) = batch.event() {
-        ev.synchronize().map_err(|source| Error::Cuda {
-            what: "waiting for the batch",
-            source,
-        })?;
+        ev.synchronize()
+            .map_err(Error::cuda("waiting for the batch"))?;
     }
     let mut dims = [0i64; 8];
     let (data, device, dtype, ndim) = match part {

@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, result,
+    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, result,
 };
 
 use crate::augment::DType;
@@ -23,10 +23,6 @@ pub(crate) use crate::cuda::buffer::OutBuf;
 use crate::cuda::launch::AugmentKernels;
 pub(crate) use crate::cuda::launch::{LaunchKind, StageLaunch};
 use crate::error::{Error, Result};
-
-fn drv(what: &'static str) -> impl Fn(DriverError) -> Error {
-    move |source| Error::Cuda { what, source }
-}
 
 /// Page-locked host memory from `cuMemHostAlloc`, freed on drop.
 struct Pinned {
@@ -43,12 +39,12 @@ unsafe impl Send for Pinned {}
 
 impl Pinned {
     fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Pinned> {
-        ctx.bind_to_thread().map_err(drv("bind context"))?;
+        ctx.bind_to_thread().map_err(Error::cuda("bind context"))?;
         // SAFETY: a plain allocation call with flags 0 (portable to this
         // context only, not mapped, not write-combined); the returned
         // pointer is checked before use.
         let ptr = unsafe { result::malloc_host(len.max(1), 0) }
-            .map_err(drv("cuMemHostAlloc (pinned staging)"))?;
+            .map_err(Error::cuda("cuMemHostAlloc (pinned staging)"))?;
         if ptr.is_null() {
             return Err(Error::Device("cuMemHostAlloc returned null".into()));
         }
@@ -128,7 +124,9 @@ impl CudaSlot {
 
     /// Wait for the slot's last work.
     pub(crate) fn recycle(&mut self) -> Result<()> {
-        self.ready.synchronize().map_err(drv("wait for slot"))?;
+        self.ready
+            .synchronize()
+            .map_err(Error::cuda("wait for slot"))?;
         self.host_free = true;
         Ok(())
     }
@@ -225,15 +223,15 @@ impl CudaEngine {
         let pinned = Pinned::new(&self.k.ctx, staging)?;
         let staging = s
             .alloc_zeros::<u8>(staging)
-            .map_err(drv("allocate staging"))?;
+            .map_err(Error::cuda("allocate staging"))?;
         let labels = s
             .alloc_zeros::<u32>(batch)
-            .map_err(drv("allocate labels"))?;
+            .map_err(Error::cuda("allocate labels"))?;
         let soft = s
             .alloc_zeros::<f32>(soft.max(1))
-            .map_err(drv("allocate soft labels"))?;
+            .map_err(Error::cuda("allocate soft labels"))?;
         // The trainer and the staging refill wait on it from the host.
-        let ready = crate::cuda::host_wait_event(&self.k.ctx).map_err(drv("event"))?;
+        let ready = crate::cuda::host_wait_event(&self.k.ctx).map_err(Error::cuda("event"))?;
         let outs = outs
             .iter()
             .map(|&(d, n)| OutBuf::alloc(s, d, n))
@@ -256,8 +254,8 @@ impl CudaEngine {
                 .k
                 .stream
                 .alloc_zeros::<u8>(bytes.max(1))
-                .map_err(drv("allocate decode arena"))?,
-            released: crate::cuda::host_wait_event(&self.k.ctx).map_err(drv("event"))?,
+                .map_err(Error::cuda("allocate decode arena"))?,
+            released: crate::cuda::host_wait_event(&self.k.ctx).map_err(Error::cuda("event"))?,
             recorded: false,
         };
         // The zeroing is queued on the stage's stream; the engine writes
@@ -269,11 +267,14 @@ impl CudaEngine {
     /// Mark the end of the reads of `arena` queued so far on the stage's
     /// stream (the launches that read its images).
     pub(crate) fn release_arena(&self, arena: &mut CudaArena) -> Result<()> {
-        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        self.k
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         arena
             .released
             .record(&self.k.stream)
-            .map_err(drv("record arena event"))?;
+            .map_err(Error::cuda("record arena event"))?;
         arena.recorded = true;
         Ok(())
     }
@@ -285,7 +286,7 @@ impl CudaEngine {
             arena
                 .released
                 .synchronize()
-                .map_err(drv("wait for arena"))?;
+                .map_err(Error::cuda("wait for arena"))?;
             arena.recorded = false;
         }
         Ok(())
@@ -294,13 +295,18 @@ impl CudaEngine {
     /// Wait for everything queued on the stage's stream (the decode
     /// benchmark's end of a batch).
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.k.stream.synchronize().map_err(drv("wait for stream"))
+        self.k
+            .stream
+            .synchronize()
+            .map_err(Error::cuda("wait for stream"))
     }
 
     /// The slot's host staging, once the device has finished reading it.
     pub(crate) fn host<'a>(&self, slot: &'a mut CudaSlot) -> Result<&'a mut [u8]> {
         if !slot.host_free {
-            slot.ready.synchronize().map_err(drv("wait for staging"))?;
+            slot.ready
+                .synchronize()
+                .map_err(Error::cuda("wait for staging"))?;
             slot.host_free = true;
         }
         Ok(slot.pinned.as_mut_slice())
@@ -317,7 +323,7 @@ impl CudaEngine {
         self.k
             .stream
             .alloc_zeros::<f32>(len.max(1))
-            .map_err(drv("allocate photometric scratch"))
+            .map_err(Error::cuda("allocate photometric scratch"))
     }
 
     /// Device address of a scratch buffer's first element.
@@ -343,7 +349,10 @@ impl CudaEngine {
         labels: Option<(Range<usize>, Range<usize>)>,
     ) -> Result<()> {
         let s = &self.k.stream;
-        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        self.k
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         {
             let host = slot.pinned.as_slice();
             let (dev, _record) = slot.staging.device_ptr_mut(s);
@@ -356,7 +365,7 @@ impl CudaEngine {
                 unsafe {
                     result::memcpy_htod_async(dev + r.start as u64, &host[r.clone()], s.cu_stream())
                 }
-                .map_err(drv("copy staging to device"))?;
+                .map_err(Error::cuda("copy staging to device"))?;
             }
         }
         let base = self.base(slot);
@@ -392,7 +401,7 @@ impl CudaEngine {
         let host = slot.pinned.as_slice();
         copy_labels(host, hard, &mut slot.labels, s)?;
         copy_labels(host, soft, &mut slot.soft, s)?;
-        slot.ready.record(s).map_err(drv("record event"))?;
+        slot.ready.record(s).map_err(Error::cuda("record event"))?;
         slot.host_free = false;
         Ok(())
     }
@@ -406,7 +415,7 @@ impl CudaEngine {
         data: &TensorData,
     ) -> Result<()> {
         let s = &self.k.stream;
-        let e = drv("upload host-augmented sample");
+        let e = Error::cuda("upload host-augmented sample");
         // Copies from pageable memory are staged by the driver before the
         // call returns (CUDA Runtime API, "API synchronization behavior"),
         // so `data` may be reused right after.
@@ -451,7 +460,8 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
     // SAFETY: the source is live pinned memory not written until the slot's
     // `ready` (recorded after this) completes; the destination holds at
     // least `r.len()` bytes (asserted).
-    unsafe { result::memcpy_htod_async(ptr, &host[r], s.cu_stream()) }.map_err(drv("copy labels"))
+    unsafe { result::memcpy_htod_async(ptr, &host[r], s.cu_stream()) }
+        .map_err(Error::cuda("copy labels"))
 }
 
 mod nvroute;

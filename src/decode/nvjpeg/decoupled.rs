@@ -209,10 +209,7 @@ impl DecoupledDecoder {
         } else {
             Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok()
         };
-        let drv = |source| Error::Cuda {
-            what: "event",
-            source,
-        };
+        let drv = Error::cuda("event");
         // Waited on from the host before a pinned buffer is reused.
         let event = || crate::cuda::host_wait_event(ctx).map_err(drv);
         let mut params = DecodeParams::new(&handle)?;
@@ -264,10 +261,9 @@ impl DecoupledDecoder {
         // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
         // allocation must land in this decoder's context, whatever thread
         // this is.
-        self.ctx.bind_to_thread().map_err(|source| Error::Cuda {
-            what: "bind context",
-            source,
-        })?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         let h = &self.handle;
         let js = self.stream.raw;
         // `data` is live for the call; the stream object belongs to this
@@ -305,10 +301,7 @@ impl DecoupledDecoder {
             // image before last may still be reading.
             self.pinned_free[k]
                 .synchronize()
-                .map_err(|source| Error::Cuda {
-                    what: "wait for pinned buffer",
-                    source,
-                })?;
+                .map_err(Error::cuda("wait for pinned buffer"))?;
         }
         // State and buffers belong to this handle and are owned by self;
         // attaching replaces what the state used before.
@@ -362,10 +355,7 @@ impl DecoupledDecoder {
         )?;
         self.pinned_free[k]
             .record(stream)
-            .map_err(|source| Error::Cuda {
-                what: "record pinned event",
-                source,
-            })?;
+            .map_err(Error::cuda("record pinned event"))?;
         self.pinned_used[k] = true;
         self.next = (k + 1) % self.pinned.len();
         let mut out = sys::nvjpegImage_t {

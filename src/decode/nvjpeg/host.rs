@@ -53,10 +53,7 @@ impl HostDecoder {
     /// A decoder for `route`; an error without a device, nvJPEG, or (for
     /// [`Route::Hardware`]) the engine.
     pub fn new(route: Route) -> Result<HostDecoder> {
-        let drv = |source| Error::Cuda {
-            what: "decoder stream",
-            source,
-        };
+        let drv = Error::cuda("decoder stream");
         let ctx = crate::cuda::context(0)?;
         let stream = ctx.new_stream().map_err(drv)?;
         let dec = match route {
@@ -106,10 +103,7 @@ impl HostDecoder {
             .filter(|r| self.route != Route::Hardware || super::engine_takes_window(*r, size, mcu));
         let (w, h) = roi.map_or(size, |r| (r.w, r.h));
         let (w, h) = (w as usize, h as usize);
-        let drv = |source| Error::Cuda {
-            what: "decode into a buffer",
-            source,
-        };
+        let drv = Error::cuda("decode into a buffer");
         let stream = &self.stream;
         let mut buf = stream.alloc_zeros::<u8>(w * h * 3).map_err(drv)?;
         if let Inner::Batched(dec) = &mut self.dec {

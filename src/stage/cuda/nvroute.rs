@@ -148,8 +148,16 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
                 lane.dec
                     .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
             }
-            .and_then(|()| lane.done.record(&lane.stream).map_err(drv("record")))
-            .and_then(|()| lane.done.synchronize().map_err(drv("wait for the engine")));
+            .and_then(|()| {
+                lane.done
+                    .record(&lane.stream)
+                    .map_err(Error::cuda("record"))
+            })
+            .and_then(|()| {
+                lane.done
+                    .synchronize()
+                    .map_err(Error::cuda("wait for the engine"))
+            });
             if r.is_err() {
                 // What the call queued must finish before these images are
                 // decoded elsewhere into the same place.
@@ -235,8 +243,8 @@ impl NvRoute {
             states.push(Lane {
                 dec,
                 ctx: ctx.clone(),
-                stream: ctx.new_stream().map_err(drv("engine stream"))?,
-                done: crate::cuda::host_wait_event(ctx).map_err(drv("event"))?,
+                stream: ctx.new_stream().map_err(Error::cuda("engine stream"))?,
+                done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
                 stats: stats.clone(),
                 index,
             });
@@ -334,7 +342,10 @@ impl CudaEngine {
         route: &mut NvRoute,
         counts: &mut RouteCounts,
     ) -> Result<Submitted> {
-        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        self.k
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         let base = self.arena_base(arena);
         for j in &jobs {
             if j.at + j.width as usize * j.height as usize * 3 > arena.len() {
@@ -414,7 +425,10 @@ impl CudaEngine {
                 }
             }
         }
-        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        self.k
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         let base = self.arena_base(arena);
         let mut failed = std::mem::take(&mut sub.failed);
         let cuda_failed = self.run_cuda(base, &sub.jobs, &retry, &mut route.cuda);
@@ -432,7 +446,7 @@ impl CudaEngine {
                         img.data.as_slice(),
                         &mut arena.buf.slice_mut(j.at..j.at + img.data.len()),
                     )
-                    .map_err(drv("upload CPU-decoded image"))?;
+                    .map_err(Error::cuda("upload CPU-decoded image"))?;
                     counts.cpu += 1;
                     sub.result[k] = Ok(None);
                 }
@@ -520,7 +534,10 @@ impl CudaEngine {
             ptr: self.arena_base(arena) + at as u64,
             pitch: roi.map_or(width, |r| r.w) as usize * 3,
         };
-        self.k.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        self.k
+            .ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
         // SAFETY: the destination (the window, or the whole image) lies in
         // the arena (checked above), which the batch thread keeps until the
         // launches reading it have finished; the context is `s`'s, bound
