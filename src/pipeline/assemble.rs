@@ -307,10 +307,10 @@ impl<'a> Assembly<'a> {
     /// when it does not fit. Gives the sample back when every arena is in
     /// use and a finished batch must go to the trainer before one frees.
     fn put_jpeg(&mut self, j: Jpeg) -> Result<Option<Jpeg>> {
-        let stage = self
-            .p
+        let p = self.p;
+        let stage = p
             .stage
-            .clone()
+            .as_deref()
             .ok_or_else(|| Error::Worker("an nvJPEG sample without a device stage".into()))?;
         let t0 = std::time::Instant::now();
         if !self.groups.back().is_some_and(|g| stage.group_fits(g, &j)) {

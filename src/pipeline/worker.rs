@@ -370,15 +370,16 @@ fn process(
             params: draws(cfg, task, size),
             staged: None,
         };
-        // The emulated device's start decodes into the image buffer: grown
-        // to the high-water mark first, as for a CPU decode.
-        shared.size(
-            PIXELS,
-            &mut s.image.data,
-            size.0 as usize * size.1 as usize * 3,
-        );
         let started = match &shared.worker_decode {
-            Some(w) => w.start(&j, decoder, &mut s.image),
+            Some(w) => {
+                if w.decodes_into_image(&j) {
+                    // Grown to the high-water mark first, as for a CPU
+                    // decode, so that it stops growing after epoch 1.
+                    let n = size.0 as usize * size.1 as usize * 3;
+                    shared.size(PIXELS, &mut s.image.data, n);
+                }
+                w.start(&j, decoder, &mut s.image)
+            }
             None => Ok(None),
         };
         Counters::add_time(&c.decode_ns, t1.elapsed());

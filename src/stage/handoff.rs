@@ -128,6 +128,14 @@ pub(crate) enum WorkerDecodeKind {
 }
 
 impl WorkerDecode {
+    /// Whether [`start`](Self::start) decodes `j` into the caller's image
+    /// buffer (the emulated device's stand-in does; nvJPEG's host phase
+    /// writes its own buffers), which the caller then sizes first.
+    pub(crate) fn decodes_into_image(&self, j: &Jpeg) -> bool {
+        matches!(self.kind, WorkerDecodeKind::Emu)
+            && !crate::decode::nvjpeg::to_engine(self.engine, j.engine_ok, j.route_draw, self.share)
+    }
+
     /// Begin decoding `j` on this thread. `Ok(None)`: the batch thread
     /// decodes it (the engine's sample, or no decoder free in time). An
     /// error: nvJPEG refused it here, and the caller decodes it on the
