@@ -40,6 +40,9 @@ pub(crate) struct Config {
     pub(crate) hardware_share: f32,
     /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
     pub(crate) in_flight: usize,
+    /// Limit on nvJPEG's memory for the CUDA route's decoder pool
+    /// (issue 16, item 5).
+    pub(crate) decoder_memory: u64,
     pub(crate) cpu_backend: CpuBackend,
     pub(crate) apply_orientation: bool,
     pub(crate) trace: bool,

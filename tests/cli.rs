@@ -87,6 +87,31 @@ fn bench_prints_a_table_and_json() {
         (sum - total).abs() <= 0.05 * total + 0.1,
         "{sum} vs {total}"
     );
+    assert_eq!(v["decoder_peak_bytes"], 0, "no decoders on the CPU backend");
+
+    // Issue 16, item 5: the decoders' memory is reported; the emulated
+    // engine's lanes count their image buffers as nvJPEG's would.
+    #[cfg(feature = "kernel-emu")]
+    {
+        let (code, out, err) = gpufeed(&[
+            "bench",
+            sample,
+            "--device",
+            "emulated",
+            "--epochs",
+            "1",
+            "--json",
+            "--size",
+            "64",
+            "--decoder-memory-limit",
+            "64MiB",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let held = v["decoder_pinned_bytes"].as_u64().unwrap();
+        assert!(held > 0, "{v}");
+        assert!(v["decoder_peak_bytes"].as_u64().unwrap() >= held, "{v}");
+    }
 }
 
 fn bench_reports_bad_input_clearly() {

@@ -55,6 +55,7 @@ common::tests!(
     emu_abandoned_epochs_return_their_slots,
     gpu_abandoned_epochs_return_their_slots,
     gpu_nvjpeg_route_matches_the_cpu_backend,
+    gpu_decoder_memory_is_counted_and_bounded,
     #[cfg(feature = "kernel-emu")]
     emu_trace_shows_the_device_stage,
     pipeline_and_batch_are_send,
@@ -405,7 +406,7 @@ fn slots_are_fixed(t: Target) {
         .prefetch(1)
         .build()
         .unwrap();
-    let mem = p.memory();
+    let mem = p.memory().pools();
     assert_eq!(mem.slots, 2);
     let mut it = p.epoch(0);
     let a = it.next().unwrap().unwrap();
@@ -419,7 +420,7 @@ fn slots_are_fixed(t: Target) {
     drop(it);
     let n: usize = p.epoch(1).map(|b| b.unwrap().len()).sum();
     assert_eq!(n, 28);
-    assert_eq!(p.memory(), mem, "pools never grow");
+    assert_eq!(p.memory().pools(), mem, "pools never grow");
 }
 
 /// Abandoning epochs mid-batch, again and again, gives every slot back.
@@ -581,6 +582,45 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() -> Outcome {
     assert!(
         s.decoded_hardware + s.decoded_cuda > 0,
         "nvJPEG decoded nothing"
+    );
+    Ok(())
+}
+
+/// nvJPEG's memory (issue 16, item 5): its allocations are counted in
+/// `Pipeline::memory`, and a decoder-pool limit far below what the CUDA
+/// route wants sends images to the CPU decoder instead, losing none: the
+/// same keys and labels as the CPU backend, epoch after epoch.
+fn gpu_decoder_memory_is_counted_and_bounded() -> Outcome {
+    gpu()?;
+    let f = |b: PipelineBuilder| b.batch_size(8).gpu_decode(true).hardware_decode_share(0.0);
+    let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
+    let mut roomy = f(base(sample(), Device::Cuda(0))).build().unwrap();
+    let n: usize = roomy.epoch(0).map(|b| b.unwrap().len()).sum();
+    assert_eq!(n, 28);
+    let m = roomy.memory();
+    println!("default limit: {m:?}");
+    assert!(
+        m.decoder_pinned_bytes > 0 && m.decoder_device_bytes > 0,
+        "nvJPEG's buffers are counted: {m:?}"
+    );
+    assert!(m.decoder_peak_bytes >= m.decoder_pinned_bytes + m.decoder_device_bytes);
+    let mut tight = f(base(sample(), Device::Cuda(0)))
+        .decoder_memory_limit(1 << 20)
+        .build()
+        .unwrap();
+    for epoch in 0..3 {
+        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
+        let got: Vec<_> = tight.epoch(epoch).map(Result::unwrap).collect();
+        assert_eq!(got.len(), want.len(), "epoch {epoch}: batch count");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((g.keys(), g.labels()), (w.keys(), w.labels()));
+        }
+    }
+    let s = tight.stats();
+    println!("1 MiB limit: {:?}; {s:?}", tight.memory());
+    assert!(
+        s.decoded_cpu_fallback > 0,
+        "the limit refused nothing: {s:?}"
     );
     Ok(())
 }

@@ -63,8 +63,8 @@ fn twenty_epochs(device: Device) {
         .dtype(DType::F16)
         .build()
         .unwrap();
-    let pools = p.memory();
-    let (mut rss, mut live) = (Vec::new(), Vec::new());
+    let pools = p.memory().pools();
+    let (mut rss, mut live, mut dec) = (Vec::new(), Vec::new(), Vec::new());
     let epochs: u64 = std::env::var("GPUFEED_EPOCHS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -74,13 +74,15 @@ fn twenty_epochs(device: Device) {
         assert_eq!(n, 28);
         rss.push(proc_::status("RssAnon"));
         live.push(LIVE.load(Relaxed) / 1024);
-        assert_eq!(p.memory(), pools, "pools are fixed at build()");
+        let m = p.memory();
+        assert_eq!(m.pools(), pools, "pools are fixed at build()");
+        dec.push((m.decoder_pinned_bytes + m.decoder_device_bytes) / 1024);
     }
     let n = rss.len();
     println!(
         "memory {device:?}: live heap KiB after epoch 1/2/{n}: {}/{}/{}; RssAnon KiB after \
          epoch 1/2/{}/{n}: {}/{}/{}/{}; pools {} B pinned, {} B device\n  live per epoch: \
-         {live:?}\n  RssAnon per epoch: {rss:?}",
+         {live:?}\n  RssAnon per epoch: {rss:?}\n  decoder KiB per epoch: {dec:?}",
         live[0],
         live[1],
         live[n - 1],
@@ -92,6 +94,18 @@ fn twenty_epochs(device: Device) {
         pools.pinned_bytes,
         pools.device_bytes
     );
+    // The emulated engine lanes' buffers grow to the largest image by the
+    // first call after it was met (the second epoch at the latest), then
+    // never again. (nvJPEG's pooled decoders grow as each meets a larger
+    // image than before, bounded by `decoder_memory_limit`: printed above.)
+    #[cfg(feature = "kernel-emu")]
+    if device == Device::Emulated {
+        assert!(dec[0] > 0, "the engine lanes' buffers are counted");
+        assert!(
+            dec[1..].iter().all(|&d| d == dec[1]),
+            "decoder memory grew after epoch 2: {dec:?} KiB"
+        );
+    }
     // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:
     // 240 KiB over the second half. Live bytes settle once the recycling
     // pools have filled (epoch 2), then wobble (on an H100, 2026-11-22,

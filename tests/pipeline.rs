@@ -380,6 +380,8 @@ fn builder_validates() {
     assert!(err(builder(src()).output_size(0, 10)).contains("output size"));
     assert!(err(builder(src()).dtype(DType::U8)).contains("u8"));
     assert!(err(builder(src()).shard(2, 2)).contains("rank"));
+    assert!(err(builder(src()).batches_in_flight(0)).contains("batches_in_flight"));
+    assert!(err(builder(src()).decoder_memory_limit(1000)).contains("decoder_memory_limit"));
     let e = builder(src()).device(Device::Cuda(0)).build().unwrap_err();
     assert!(matches!(e, Error::Device(_)), "{e}");
     if !cfg!(feature = "turbojpeg") {

@@ -85,7 +85,8 @@ impl Pipeline {
     /// dtype="float32", layout="nchw", normalize=True, antialias=True,
     /// seed=0, shuffle=True, rank=0, world_size=1, drop_last=False,
     /// readers=2, workers=None, prefetch=2, device="auto", gpu_decode=True,
-    /// hardware_decode_share=None, batches_in_flight=None, ...)`: the
+    /// hardware_decode_share=None, batches_in_flight=None,
+    /// decoder_memory_limit=None, ...)`: the
     /// builder's settings, with the builder's defaults (`None`: the
     /// library's). `shards` is a list of
     /// WebDataset tar shards (paths or patterns such as
@@ -97,7 +98,7 @@ impl Pipeline {
         normalize=true, antialias=true, seed=0, shuffle=true, rank=0, world_size=1,
         drop_last=false, readers=2, workers=None, prefetch=2, device="auto", recipe=None,
         mixup=None, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, gpu_decode=true,
-        hardware_decode_share=None, batches_in_flight=None))]
+        hardware_decode_share=None, batches_in_flight=None, decoder_memory_limit=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -130,6 +131,7 @@ impl Pipeline {
         gpu_decode: bool,
         hardware_decode_share: Option<f32>,
         batches_in_flight: Option<usize>,
+        decoder_memory_limit: Option<u64>,
     ) -> PyResult<Pipeline> {
         let source = match (root, list, shards) {
             (Some(r), None, None) => Source::image_folder(r).map_err(err)?,
@@ -182,6 +184,9 @@ impl Pipeline {
         }
         if let Some(n) = batches_in_flight {
             b = b.batches_in_flight(n);
+        }
+        if let Some(bytes) = decoder_memory_limit {
+            b = b.decoder_memory_limit(bytes);
         }
         if let Some(w) = workers {
             b = b.workers(w);

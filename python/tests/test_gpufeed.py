@@ -111,7 +111,14 @@ def test_nvjpeg_settings_are_checked_and_ignored_on_the_cpu():
         pipeline(batches_in_flight=0)
     with pytest.raises(gpufeed.Error, match="hardware_decode_share"):
         pipeline(hardware_decode_share=1.5)
-    tuned = pipeline(gpu_decode=False, hardware_decode_share=0.5, batches_in_flight=2)
+    with pytest.raises(gpufeed.Error, match="decoder_memory_limit"):
+        pipeline(decoder_memory_limit=1000)
+    tuned = pipeline(
+        gpu_decode=False,
+        hardware_decode_share=0.5,
+        batches_in_flight=2,
+        decoder_memory_limit=64 << 20,
+    )
     plain = pipeline()
     for (a, la), (b, lb) in zip(tuned.epoch(0), plain.epoch(0)):
         assert np.array_equal(np.from_dlpack(a), np.from_dlpack(b))

@@ -77,8 +77,11 @@ impl DecodeBench {
         let arena = engine.alloc_arena(arena)?;
         let cpu = crate::decode::CpuDecoder::new(false);
         // One batch at a time: one engine lane.
-        let route = super::cuda::NvRoute::new(&engine, hardware_share, batch, 1, cpu, None)?;
-        let pool = crate::decode::nvjpeg::DecoderPool::new(engine.context(), batch + 1)?;
+        // Counted, not bounded: the benchmark measures the routes' speed.
+        let ledger = std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX));
+        let route =
+            super::cuda::NvRoute::new(&engine, hardware_share, batch, 1, cpu, None, &ledger)?;
+        let pool = crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger)?;
         Ok(DecodeBench {
             threads,
             pool,

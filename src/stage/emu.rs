@@ -64,13 +64,16 @@ pub(super) struct EmuJob {
     pub(super) at: usize,
 }
 
-/// An emulated engine lane's state: a CPU decoder, its image buffer, and
-/// the largest image any lane has decoded (bytes), shared by the lanes.
-pub(super) type EmuLane = (
-    crate::decode::CpuDecoder,
-    crate::decode::Image,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-);
+/// An emulated engine lane's state: a CPU decoder, its image buffer, the
+/// largest image any lane has decoded (bytes), shared by the lanes, and
+/// the ledger its buffer is counted in, as nvJPEG's buffers are
+/// (`Memory::decoder_pinned_bytes`).
+pub(super) struct EmuLane {
+    pub(super) cpu: crate::decode::CpuDecoder,
+    pub(super) img: crate::decode::Image,
+    pub(super) largest: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
+}
 
 /// The emulated engine's lane: decode each job on the CPU and write its
 /// window (or whole image), packed at its own width, into the arena, as
@@ -78,13 +81,23 @@ pub(super) type EmuLane = (
 /// buffer grows to the largest image any lane has seen before it decodes,
 /// so that lanes stop allocating once one epoch has passed, whichever
 /// lane met the largest image (tests/memory.rs).
-pub(super) fn emu_engine((cpu, img, largest): &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
+pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
+    use crate::decode::nvjpeg::Kind;
     use std::sync::atomic::Ordering::Relaxed;
+    let EmuLane {
+        cpu,
+        img,
+        largest,
+        ledger,
+    } = lane;
     jobs.into_iter()
         .map(|j| {
             let bytes = j.size.0 as usize * j.size.1 as usize * 3;
             let want = largest.fetch_max(bytes, Relaxed).max(bytes);
+            let before = img.data.capacity();
             img.data.reserve(want.saturating_sub(img.data.len()));
+            // The ledger has no limit: the charge always goes through.
+            let _ = ledger.charge(Kind::Pinned, (img.data.capacity() - before) as u64);
             super::cuda::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
             let whole = crate::decode::nvjpeg::Roi {
                 x: 0,

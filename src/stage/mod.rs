@@ -44,6 +44,7 @@ use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::config::Config;
 use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
+use crate::decode::nvjpeg::{Ledger, decoder_pool};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
 use cuda::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
@@ -102,6 +103,10 @@ pub(crate) struct DeviceStage {
     in_batches: Arc<AtomicUsize>,
     layout: StagingLayout,
     memory: Memory,
+    /// What nvJPEG holds (issue 16, item 5): the decoder pool's ledger,
+    /// bounded by `decoder_memory_limit`, and the batch thread's and
+    /// engine lanes', counted only.
+    decoders: Vec<Arc<Ledger>>,
     /// Output elements per draw, per view.
     draw_len: Vec<usize>,
     /// The photometric planes (issue 19), shared by every slot: all work
@@ -145,6 +150,8 @@ impl DeviceStage {
         observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        let route_ledger = Arc::new(Ledger::new(u64::MAX));
+        let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let (jpeg, worker_decode) = if cfg.gpu_decode {
             match &engine {
@@ -152,13 +159,13 @@ impl DeviceStage {
                     let lanes = cfg.in_flight;
                     let cpu = fallback()?;
                     let (share, batch) = (cfg.hardware_share, cfg.batch_size);
-                    match NvRoute::new(e, share, batch, lanes, cpu, observe) {
+                    match NvRoute::new(e, share, batch, lanes, cpu, observe, &route_ledger) {
                         Ok(r) => {
                             // One per sample in flight, and the carried
                             // one: never fewer than the leases samples can
-                            // hold (`DecoderPool`).
+                            // hold (`decode/nvjpeg/pool.rs`).
                             let cap = cfg.window() + 2;
-                            let pool = crate::decode::nvjpeg::DecoderPool::new(e.context(), cap);
+                            let pool = decoder_pool(e.context(), cap, &pool_ledger);
                             let workers = pool.ok().map(|p| {
                                 Arc::new(WorkerDecode {
                                     engine: r.has_hardware(),
@@ -186,11 +193,12 @@ impl DeviceStage {
                     let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                     let cpus = (0..cfg.in_flight)
                         .map(|_| {
-                            Ok((
-                                fallback()?,
-                                crate::decode::Image::default(),
-                                largest.clone(),
-                            ))
+                            Ok(emu::EmuLane {
+                                cpu: fallback()?,
+                                img: crate::decode::Image::default(),
+                                largest: largest.clone(),
+                                ledger: route_ledger.clone(),
+                            })
                         })
                         .collect::<Result<Vec<_>>>()?;
                     let lanes = crate::cuda::lanes::Lanes::new(
@@ -311,12 +319,21 @@ impl DeviceStage {
             in_batches: Arc::new(AtomicUsize::new(0)),
             layout,
             memory,
+            decoders: vec![pool_ledger, route_ledger],
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
         })
     }
 
     pub(crate) fn memory(&self) -> Memory {
-        self.memory
+        let mut m = self.memory;
+        for l in &self.decoders {
+            let (pinned, device) = l.held();
+            m.decoder_pinned_bytes += pinned;
+            m.decoder_device_bytes += device;
+            // The sum of the ledgers' peaks: at least the peak of the sum.
+            m.decoder_peak_bytes += l.peak();
+        }
+        m
     }
 
     /// Put back a slot that no batch took (an abandoned or empty batch).

@@ -98,7 +98,8 @@ impl StagingLayout {
     }
 }
 
-/// Pinned host and device bytes held by a pipeline's fixed pools.
+/// Pinned host and device bytes a pipeline holds: its fixed pools, made at
+/// `build()`, and nvJPEG's buffers, which grow with the images decoded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Memory {
     /// Page-locked host memory (staging).
@@ -109,6 +110,29 @@ pub struct Memory {
     /// Batch slots (`prefetch + 1`): batches queued for the trainer, held by
     /// it, or being filled.
     pub slots: usize,
+    /// Page-locked host memory nvJPEG holds now: the CUDA route's pooled
+    /// decoders, the batch thread's decoder and the engine lanes' states.
+    /// Grows as larger images come, the pool's part up to
+    /// [`decoder_memory_limit`](crate::PipelineBuilder::decoder_memory_limit).
+    /// (The emulated device counts its engine lanes' image buffers here.)
+    pub decoder_pinned_bytes: u64,
+    /// Device memory nvJPEG holds now, as for `decoder_pinned_bytes`.
+    pub decoder_device_bytes: u64,
+    /// The most pinned plus device memory nvJPEG held at once so far.
+    pub decoder_peak_bytes: u64,
+}
+
+impl Memory {
+    /// The fixed pools alone, which never change after `build()`: this
+    /// with the decoder counts set to zero.
+    pub fn pools(&self) -> Memory {
+        Memory {
+            pinned_bytes: self.pinned_bytes,
+            device_bytes: self.device_bytes,
+            slots: self.slots,
+            ..Memory::default()
+        }
+    }
 }
 
 /// Where a batch's slot goes back on drop, counting the slots that batches

@@ -86,6 +86,10 @@ pub(crate) struct Args {
     /// library's).
     #[arg(long, value_name = "N")]
     batches_in_flight: Option<usize>,
+    /// CUDA backend, nvJPEG route: pinned + device bytes the CUDA route's
+    /// decoder pool may hold, e.g. `2GiB` (default: the library's).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
+    decoder_memory_limit: Option<u64>,
     /// Simulated training step: sleep this many milliseconds per batch
     /// (after waiting for a device batch), to see whether the loader keeps
     /// up with a model.
@@ -95,7 +99,7 @@ pub(crate) struct Args {
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
     /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
     /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share,
-    /// in-flight.
+    /// in-flight, decoder-memory.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
     /// Also write the results table to PREFIX.json and PREFIX.csv.
@@ -222,6 +226,9 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "in-flight" => {
             args.batches_in_flight = Some(v.parse().with_context(|| format!("{key}={v}"))?)
         }
+        "decoder-memory" => {
+            args.decoder_memory_limit = Some(super::parse_size(v).map_err(anyhow::Error::msg)?)
+        }
         _ => bail!("unknown --sweep key {key:?}"),
     }
     Ok(())
@@ -304,6 +311,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(n) = args.batches_in_flight {
         builder = builder.batches_in_flight(n);
+    }
+    if let Some(b) = args.decoder_memory_limit {
+        builder = builder.decoder_memory_limit(b);
     }
     if args.stream_shards > 0 {
         builder = builder.stream_shards(args.stream_shards);

@@ -156,3 +156,29 @@ fn report(e: &anyhow::Error) -> String {
     }
     line
 }
+
+/// A byte count with an optional unit: `4GiB`, `512MB`, `1000`.
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("size {s:?}: a number and a unit"))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        u => return Err(format!("size {s:?}: unknown unit {u:?}")),
+    };
+    let bytes = n * scale;
+    if !(bytes >= 1.0 && bytes.is_finite()) {
+        return Err(format!("size {s:?}: at least 1 byte"));
+    }
+    Ok(bytes as u64)
+}

@@ -26,7 +26,7 @@ pub(crate) struct Args {
     output: String,
     /// Start a new shard once one holds this much (B, KB, MB, GB; powers
     /// of 1000; KiB, MiB, GiB of 1024).
-    #[arg(long, default_value = "1GB", value_parser = parse_size)]
+    #[arg(long, default_value = "1GB", value_parser = super::parse_size)]
     shard_size: u64,
     /// Re-encode images whose longer side exceeds this many pixels: shrunk
     /// to it (aspect kept, antialiased, EXIF orientation applied) and
@@ -253,31 +253,6 @@ mod upload {
                 .with_context(|| format!("uploading {key}"))
         }
     }
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("size {s:?}: a number and a unit"))?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        u => return Err(format!("size {s:?}: unknown unit {u:?}")),
-    };
-    let bytes = n * scale;
-    if !(bytes >= 1.0 && bytes.is_finite()) {
-        return Err(format!("size {s:?}: at least 1 byte"));
-    }
-    Ok(bytes as u64)
 }
 
 fn shard_path(dir: &std::path::Path, i: usize) -> PathBuf {

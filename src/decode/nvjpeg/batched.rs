@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{Handle, Roi, library, sys};
+use super::{Handle, Meter, Roi, library, sys};
 use crate::error::{Error, Result};
 
 /// Output format: interleaved RGB in one plane, what the augment kernel
@@ -35,30 +35,72 @@ impl Handle {
     /// `GPUFEED_NVJPEG_FLAGS` (a number) replaces these flags: a diagnostic
     /// for bisecting nvJPEG behaviour on a GPU box without a rebuild.
     pub(crate) fn with_backend(backend: sys::nvjpegBackend_t) -> Result<Handle> {
+        Handle::metered(backend, None)
+    }
+
+    /// A handle for one backend whose allocations go through `meter`
+    /// (counted, and refused past its limit), where nvJPEG has the V2
+    /// allocators and `GPUFEED_NVJPEG_METER` is not 0; otherwise with
+    /// nvJPEG's own allocators.
+    pub(crate) fn metered(
+        backend: sys::nvjpegBackend_t,
+        meter: Option<&Arc<Meter>>,
+    ) -> Result<Handle> {
         let flags = std::env::var("GPUFEED_NVJPEG_FLAGS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION);
-        Handle::create(backend, flags).or_else(|_| Handle::create(backend, 0))
+        let lib = library()?;
+        let meter = meter.filter(|_| Meter::enabled() && lib.lib.nvjpegCreateExV2.is_ok());
+        Handle::create(backend, flags, meter).or_else(|_| Handle::create(backend, 0, meter))
     }
 
-    fn create(backend: sys::nvjpegBackend_t, flags: u32) -> Result<Handle> {
+    fn create(
+        backend: sys::nvjpegBackend_t,
+        flags: u32,
+        meter: Option<&Arc<Meter>>,
+    ) -> Result<Handle> {
         let lib = library()?;
         let mut raw: sys::nvjpegHandle_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegHandle_t = &mut raw;
-        let null_dev: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
-        let null_pin: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
-        // Null allocators select nvJPEG's defaults; `out` is a live slot.
-        call!(
-            &lib,
-            nvjpegCreateEx(backend, null_dev, null_pin, flags, out)
-        )?;
+        match meter {
+            None => {
+                let null_dev: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
+                let null_pin: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
+                // Null allocators select nvJPEG's defaults; `out` is a live
+                // slot.
+                call!(
+                    &lib,
+                    nvjpegCreateEx(backend, null_dev, null_pin, flags, out)
+                )?;
+            }
+            Some(m) => {
+                let (mut dev, mut pin) = m.allocators();
+                let (d, p): (
+                    *mut sys::nvjpegDevAllocatorV2_t,
+                    *mut sys::nvjpegPinnedAllocatorV2_t,
+                ) = (&mut dev, &mut pin);
+                // nvJPEG copies the allocator structs; their context, the
+                // meter, lives as long as the handle (its `meter` field,
+                // dropped after nvjpegDestroy). `out` is a live slot.
+                call!(&lib, nvjpegCreateExV2(backend, d, p, flags, out))?;
+            }
+        }
         if raw.is_null() {
             return Err(Error::Device(
                 "nvjpegCreateEx returned a null handle".into(),
             ));
         }
-        Ok(Handle { raw, lib })
+        Ok(Handle {
+            raw,
+            lib,
+            meter: meter.cloned(),
+        })
+    }
+
+    /// The meter this handle's allocations go through, if any.
+    pub(super) fn meter(&self) -> Option<&Arc<Meter>> {
+        self.meter.as_ref()
     }
 }
 
@@ -241,16 +283,22 @@ impl BatchedDecoder {
     /// the symbol is missing). Its 1×1 size hint only turns the pool on: it
     /// grows to the largest batch seen and is then reused, instead of
     /// allocating per batch (what nvImageCodec's hardware decoder does too).
-    pub(crate) fn new(hardware: bool, batch: usize) -> Result<BatchedDecoder> {
+    /// With a `meter`, its allocations are counted there (`meter.rs`).
+    pub(crate) fn new(
+        hardware: bool,
+        batch: usize,
+        meter: Option<&Arc<Meter>>,
+    ) -> Result<BatchedDecoder> {
         use sys::nvjpegBackend_t as B;
-        let handle = if hardware {
-            Handle::with_backend(B::NVJPEG_BACKEND_HARDWARE)?
+        let backend = if hardware {
+            B::NVJPEG_BACKEND_HARDWARE
         } else if std::env::var("GPUFEED_NVJPEG_CUDA_BACKEND").as_deref() == Ok("hybrid") {
             // A diagnostic, like GPUFEED_NVJPEG_FLAGS.
-            Handle::with_backend(B::NVJPEG_BACKEND_GPU_HYBRID)?
+            B::NVJPEG_BACKEND_GPU_HYBRID
         } else {
-            Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?
+            B::NVJPEG_BACKEND_DEFAULT
         };
+        let handle = Handle::metered(backend, meter)?;
         let handle = Arc::new(handle);
         let state = JpegState::new(&handle)?;
         let stream = JpegStream::new(&handle)?;

@@ -29,15 +29,14 @@
 //! exposes it to the GPU tests.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::Roi;
 use super::batched::{DecodeParams, Dest, JpegState, JpegStream};
-use super::{Handle, sys};
+use super::pool::{self, Pool};
+use super::{Handle, Ledger, Meter, sys};
 use crate::error::{Error, Result};
 
 /// Pixels from which an image's Huffman decoding goes to the GPU, where
@@ -84,12 +83,24 @@ impl PinnedBuffer {
     fn new(handle: &Arc<Handle>) -> Result<PinnedBuffer> {
         let mut raw: sys::nvjpegBufferPinned_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegBufferPinned_t = &mut raw;
-        let default_alloc: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
-        // Null selects nvJPEG's default pinned allocator; `out` is live.
-        call!(
-            &handle.lib,
-            nvjpegBufferPinnedCreate(handle.raw, default_alloc, out)
-        )?;
+        match handle.meter() {
+            Some(m) if handle.lib.lib.nvjpegBufferPinnedCreateV2.is_ok() => {
+                let (_, mut pin) = m.allocators();
+                let p: *mut sys::nvjpegPinnedAllocatorV2_t = &mut pin;
+                // The allocator's context, the meter, lives as long as the
+                // handle this buffer holds; `out` is live.
+                call!(&handle.lib, nvjpegBufferPinnedCreateV2(handle.raw, p, out))?;
+            }
+            _ => {
+                let default_alloc: *mut sys::nvjpegPinnedAllocator_t = std::ptr::null_mut();
+                // Null selects nvJPEG's default pinned allocator; `out` is
+                // live.
+                call!(
+                    &handle.lib,
+                    nvjpegBufferPinnedCreate(handle.raw, default_alloc, out)
+                )?;
+            }
+        }
         Ok(PinnedBuffer {
             raw,
             handle: handle.clone(),
@@ -116,12 +127,22 @@ impl DeviceBuffer {
     fn new(handle: &Arc<Handle>) -> Result<DeviceBuffer> {
         let mut raw: sys::nvjpegBufferDevice_t = std::ptr::null_mut();
         let out: *mut sys::nvjpegBufferDevice_t = &mut raw;
-        let default_alloc: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
-        // Null selects cudaMalloc/cudaFree; `out` is a live slot.
-        call!(
-            &handle.lib,
-            nvjpegBufferDeviceCreate(handle.raw, default_alloc, out)
-        )?;
+        match handle.meter() {
+            Some(m) if handle.lib.lib.nvjpegBufferDeviceCreateV2.is_ok() => {
+                let (mut dev, _) = m.allocators();
+                let d: *mut sys::nvjpegDevAllocatorV2_t = &mut dev;
+                // As for the pinned buffer: the meter outlives the buffer.
+                call!(&handle.lib, nvjpegBufferDeviceCreateV2(handle.raw, d, out))?;
+            }
+            _ => {
+                let default_alloc: *mut sys::nvjpegDevAllocator_t = std::ptr::null_mut();
+                // Null selects cudaMalloc/cudaFree; `out` is a live slot.
+                call!(
+                    &handle.lib,
+                    nvjpegBufferDeviceCreate(handle.raw, default_alloc, out)
+                )?;
+            }
+        }
         Ok(DeviceBuffer {
             raw,
             handle: handle.clone(),
@@ -198,11 +219,16 @@ impl DecoupledDecoder {
     /// decoder needs one, since the pool's cycle lies between its uses, and
     /// each buffer grows to the largest image decoded. Without the GPU
     /// Huffman backend (older nvJPEG, or `GPUFEED_NVJPEG_GPU_HUFFMAN=0`),
-    /// every image takes the CPU Huffman path.
-    pub(crate) fn new(ctx: &Arc<CudaContext>, buffers: usize) -> Result<DecoupledDecoder> {
+    /// every image takes the CPU Huffman path. With a `meter`, nvJPEG's
+    /// allocations for this decoder are counted there (`meter.rs`).
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        buffers: usize,
+        meter: Option<&Arc<Meter>>,
+    ) -> Result<DecoupledDecoder> {
         let buffers = buffers.clamp(1, 2);
         use sys::nvjpegBackend_t as B;
-        let handle = Arc::new(Handle::with_backend(B::NVJPEG_BACKEND_DEFAULT)?);
+        let handle = Arc::new(Handle::metered(B::NVJPEG_BACKEND_DEFAULT, meter)?);
         let cpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_HYBRID)?;
         let gpu_huffman = if std::env::var("GPUFEED_NVJPEG_GPU_HUFFMAN").as_deref() == Ok("0") {
             None
@@ -389,42 +415,11 @@ impl Drop for DecoupledDecoder {
 }
 
 /// Decoupled decoders shared by a pipeline's workers and its batch thread
-/// (issue 5, items 2 and 4): a worker takes one, runs the host phase of
-/// its sample (Huffman decoding, the CPU's share of the work, on as many
-/// threads as there are workers), and sends it along with the sample; the
-/// batch thread queues its device phase into the batch's arena and drops
-/// the [`Lease`], which brings the decoder back.
-///
-/// Decoders are made on demand, at most `cap`. A pipeline sets `cap` to
-/// the samples it lets be in flight (plus the one it may carry between
-/// batches): each lease belongs to such a sample, so a worker's `take`
-/// always finds a decoder or one comes back. A smaller pool deadlocks in
-/// all but name: leases pile up on samples queued behind the one the batch
-/// thread needs next, whose worker is the one waiting (measured on an
-/// H100, 2026-11-22: a pool of 4 per worker + 16 took share 0 from 11,894
-/// to 685 img/s, every worker waiting out its timeout). Each decoder's
-/// buffers (pinned and device) grow to the largest image it decoded, so
-/// the route's memory is about the window times that size: on
-/// photos/imagenet-size, batch 256, prefetch 2, ~0.8 GiB more peak RSS
-/// than the engine's route.
-pub(crate) struct DecoderPool {
-    ctx: Arc<CudaContext>,
-    free: (
-        Sender<Box<DecoupledDecoder>>,
-        Receiver<Box<DecoupledDecoder>>,
-    ),
-    made: AtomicUsize,
-    cap: usize,
-}
+/// (issue 5, items 2 and 4; the lending is `pool.rs`'s).
+pub(crate) type DecoderPool = Pool<DecoupledDecoder>;
 
-impl std::fmt::Debug for DecoderPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DecoderPool")
-            .field("made", &self.made.load(Ordering::Relaxed))
-            .field("cap", &self.cap)
-            .finish_non_exhaustive()
-    }
-}
+/// A pooled decoder lent to a sample.
+pub(crate) type Lease = pool::Lease<DecoupledDecoder>;
 
 /// How long a worker waits for a decoder before handing its sample to the
 /// batch thread compressed, which decodes it with a decoder of its own
@@ -433,88 +428,34 @@ impl std::fmt::Debug for DecoderPool {
 /// that reasoning ever fail.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
-impl DecoderPool {
-    /// A pool on `ctx`'s device; one decoder is made now, so that a
-    /// pipeline learns at build time whether nvJPEG's decoupled API works.
-    pub(crate) fn new(ctx: &Arc<CudaContext>, cap: usize) -> Result<Arc<DecoderPool>> {
-        let cap = cap.max(1);
-        let free = bounded(cap);
-        let first = Box::new(DecoupledDecoder::new(ctx, 1)?);
-        free.0
-            .send(first)
-            .map_err(|_| Error::Device("decoder pool closed".into()))?;
-        Ok(Arc::new(DecoderPool {
-            ctx: ctx.clone(),
-            free,
-            made: AtomicUsize::new(1),
-            cap,
-        }))
-    }
+/// The share of the pool's memory limit past which decoders coming back
+/// are freed: the rest is headroom for the decoders still out to grow
+/// into before the limit refuses them.
+const TRIM_AT: (u64, u64) = (3, 4);
 
-    /// A free decoder, a new one while fewer than `cap` exist, or one that
-    /// comes back within [`TAKE_TIMEOUT`]; `None` otherwise, or when a new
-    /// decoder cannot be made.
-    pub(crate) fn take(&self) -> Option<Lease> {
-        let dec = match self.free.1.try_recv() {
-            Ok(d) => Some(d),
-            Err(_) => {
-                let mine = self
-                    .made
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        (n < self.cap).then_some(n + 1)
-                    })
-                    .is_ok();
-                if mine {
-                    let made = DecoupledDecoder::new(&self.ctx, 1).ok().map(Box::new);
-                    if made.is_none() {
-                        self.made.fetch_sub(1, Ordering::AcqRel);
-                    }
-                    made
-                } else {
-                    self.free.1.recv_timeout(TAKE_TIMEOUT).ok()
-                }
-            }
-        }?;
-        Some(Lease {
-            dec: Some(dec),
-            home: self.free.0.clone(),
-        })
-    }
-}
-
-/// A decoder taken from a [`DecoderPool`]; dropping it gives it back (or
-/// frees it, when the pool is gone).
-#[derive(Debug)]
-pub(crate) struct Lease {
-    dec: Option<Box<DecoupledDecoder>>,
-    home: Sender<Box<DecoupledDecoder>>,
-}
-
-impl std::ops::Deref for Lease {
-    type Target = DecoupledDecoder;
-    fn deref(&self) -> &DecoupledDecoder {
-        self.dec
-            .as_ref()
-            .expect("a lease holds its decoder until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Lease {
-    fn deref_mut(&mut self) -> &mut DecoupledDecoder {
-        self.dec
-            .as_mut()
-            .expect("a lease holds its decoder until dropped")
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(d) = self.dec.take() {
-            // The pool has room for every decoder it made; a closed pool
-            // drops the decoder here.
-            let _ = self.home.try_send(d);
-        }
-    }
+/// A pool of at most `cap` decoders on `ctx`'s device whose nvJPEG memory
+/// is counted in `ledger`, which refuses what passes its limit (an image
+/// whose host phase is refused decodes on the worker's CPU decoder). A
+/// decoder coming back while the pool holds more than 3/4 of the limit is
+/// freed. Each decoder's buffers (pinned and device) grow to the largest
+/// image it decoded: unbounded, the route's memory is about the window
+/// times that size (on photos/imagenet-size, batch 256, prefetch 2, ~0.8
+/// GiB more peak RSS than the engine's route, H100, 2026-11-22).
+pub(crate) fn decoder_pool(
+    ctx: &Arc<CudaContext>,
+    cap: usize,
+    ledger: &Arc<Ledger>,
+) -> Result<Arc<DecoderPool>> {
+    let meter = Meter::new(ctx, ledger.clone());
+    let ctx = ctx.clone();
+    let full = ledger.clone();
+    let trim_at = ledger.limit() / TRIM_AT.1 * TRIM_AT.0;
+    Pool::new(
+        cap,
+        move || DecoupledDecoder::new(&ctx, 1, Some(&meter)),
+        move || full.total() <= trim_at,
+        TAKE_TIMEOUT,
+    )
 }
 
 #[cfg(test)]

@@ -57,9 +57,9 @@ impl HostDecoder {
         let ctx = crate::cuda::context(0)?;
         let stream = ctx.new_stream().map_err(drv)?;
         let dec = match route {
-            Route::Hardware => Inner::Batched(BatchedDecoder::new(true, 1)?),
-            Route::CudaBatched => Inner::Batched(BatchedDecoder::new(false, 1)?),
-            Route::CudaDecoupled => Inner::Decoupled(DecoupledDecoder::new(&ctx, 2)?),
+            Route::Hardware => Inner::Batched(BatchedDecoder::new(true, 1, None)?),
+            Route::CudaBatched => Inner::Batched(BatchedDecoder::new(false, 1, None)?),
+            Route::CudaDecoupled => Inner::Decoupled(DecoupledDecoder::new(&ctx, 2, None)?),
         };
         Ok(HostDecoder {
             dec,

@@ -35,6 +35,8 @@ macro_rules! call {
 mod batched;
 mod decoupled;
 mod host;
+mod meter;
+mod pool;
 mod route;
 #[allow(clippy::all)]
 mod sys;
@@ -42,8 +44,9 @@ mod window;
 
 pub(crate) use super::Roi;
 pub(crate) use batched::{BatchedDecoder, Dest};
-pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease};
+pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease, decoder_pool};
 pub use host::{HostDecoder, Route};
+pub(crate) use meter::{Kind, Ledger, Meter};
 pub(crate) use route::{gpu_routable, hardware_draw, to_engine};
 pub use route::{hardware_takes, takes};
 pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
@@ -193,10 +196,15 @@ pub fn hardware_decoder_info() -> Result<(u32, u32)> {
     Ok((engines, cores))
 }
 
-/// An nvJPEG library handle (`nvjpegCreateSimple`), destroyed on drop.
+/// An nvJPEG library handle, destroyed on drop. Field order is drop
+/// order: nvJPEG frees the handle's memory through the meter's callbacks
+/// as the handle is destroyed, so the meter goes after it.
 pub struct Handle {
     raw: sys::nvjpegHandle_t,
     lib: Arc<Library>,
+    /// The allocators' context (`meter.rs`), where this handle was made
+    /// with them.
+    meter: Option<Arc<Meter>>,
 }
 
 // SAFETY: nvJPEG documents handles as thread safe ("nvjpegHandle_t ... can
@@ -228,7 +236,11 @@ impl Handle {
                 "nvjpegCreateSimple returned a null handle".into(),
             ));
         }
-        Ok(Handle { raw, lib })
+        Ok(Handle {
+            raw,
+            lib,
+            meter: None,
+        })
     }
 }
 

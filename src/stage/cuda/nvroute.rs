@@ -212,7 +212,8 @@ pub(crate) struct RouteCounts {
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
     /// most `batch` images a call, to which `share` of the images the
-    /// engine supports go; `observe` hears of each lane call. An error
+    /// engine supports go; `observe` hears of each lane call; nvJPEG's
+    /// memory for them is counted in `ledger`. An error
     /// when nvJPEG cannot be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
@@ -221,8 +222,10 @@ impl NvRoute {
         lanes: usize,
         cpu: crate::decode::CpuDecoder,
         observe: Option<crate::cuda::lanes::Observe>,
+        ledger: &Arc<crate::decode::nvjpeg::Ledger>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
+        let meter = crate::decode::nvjpeg::Meter::new(ctx, ledger.clone());
         let stats = Arc::new(Mutex::new(vec![Default::default(); lanes.max(1)]));
         // Each engine state's memory pool is sized for a batch rounded up
         // to a multiple of the engine's cores, as nvImageCodec's hardware
@@ -237,7 +240,7 @@ impl NvRoute {
         let mut states = Vec::new();
         for index in 0..lanes.max(1) {
             // No engine (or no nvJPEG support for it) is not an error.
-            let Ok(dec) = BatchedDecoder::new(true, pool) else {
+            let Ok(dec) = BatchedDecoder::new(true, pool, Some(&meter)) else {
                 break;
             };
             states.push(Lane {
@@ -258,7 +261,7 @@ impl NvRoute {
         Ok(NvRoute {
             lanes,
             stats,
-            cuda: DecoupledDecoder::new(ctx, 2)?,
+            cuda: DecoupledDecoder::new(ctx, 2, Some(&meter))?,
             cpu,
             share,
         })

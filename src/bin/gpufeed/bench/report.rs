@@ -31,6 +31,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "peak_rss_mib": r.peak_rss_mib,
         "pinned_mib": r.memory.pinned_bytes as f64 / (1 << 20) as f64,
         "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
+        "decoder_peak_mib": r.memory.decoder_peak_bytes as f64 / (1 << 20) as f64,
         "queue_depth_batches": r.queue_depth_batches,
         "wait_fraction": r.wait_fraction,
         "limit": r.limit,
@@ -94,6 +95,9 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             "device": backend,
             "pinned_bytes": memory.pinned_bytes,
             "device_bytes": memory.device_bytes,
+            "decoder_pinned_bytes": memory.decoder_pinned_bytes,
+            "decoder_device_bytes": memory.decoder_device_bytes,
+            "decoder_peak_bytes": memory.decoder_peak_bytes,
             "launches": stats.launches,
             "host_augmented": stats.host_augmented,
             "batch": args.batch,
@@ -231,6 +235,14 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             memory.device_bytes >> 20,
             memory.slots
         );
+        if memory.decoder_peak_bytes > 0 {
+            println!(
+                "  decoders (nvJPEG): {} MiB pinned + {} MiB device at the end, peak {} MiB",
+                memory.decoder_pinned_bytes >> 20,
+                memory.decoder_device_bytes >> 20,
+                memory.decoder_peak_bytes >> 20
+            );
+        }
     }
     let errs: Vec<String> = ErrorKind::ALL
         .iter()

@@ -1,0 +1,289 @@
+//! A pool of decoders lent to samples (issue 5, item 4), bounded in number
+//! and, through what it keeps, in memory (issue 16, item 5).
+//!
+//! A worker takes a decoder, runs the host phase of its sample and sends
+//! the decoder along with the sample; the batch thread queues the device
+//! phase and drops the [`Lease`], which brings the decoder back. Decoders
+//! are made on demand, at most `cap`. A pipeline sets `cap` to the samples
+//! it lets be in flight (plus the one it may carry between batches): each
+//! lease belongs to such a sample, so a worker's `take` always finds a
+//! decoder or one comes back. A smaller pool deadlocks in all but name:
+//! leases pile up on samples queued behind the one the batch thread needs
+//! next, whose worker is the one waiting (measured on an H100, 2026-11-22:
+//! a pool of 4 per worker + 16 took share 0 from 11,894 to 685 img/s,
+//! every worker waiting out its timeout).
+//!
+//! A decoder's buffers grow to the largest image it decoded, so a pool
+//! that keeps every decoder holds about `cap` times that size. Where the
+//! pool's `keep` test says no as a decoder comes back, the decoder is
+//! freed and its place in the pool becomes a token: whoever takes the
+//! token makes a fresh, small decoder. The count of decoders and tokens
+//! never passes `cap`, and a worker waiting for a decoder wakes for a
+//! token as for a decoder.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use crate::error::Result;
+
+/// What the free list holds: a decoder, or the right to make one.
+type Place<T> = Option<Box<T>>;
+
+/// Makes a decoder.
+type Make<T> = Box<dyn Fn() -> Result<T> + Send + Sync>;
+
+/// Whether a decoder coming back is kept.
+type Keep = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// Decoders shared by a pipeline's workers and its batch thread.
+pub(crate) struct Pool<T> {
+    free: (Sender<Place<T>>, Receiver<Place<T>>),
+    /// Decoders and tokens in existence.
+    made: AtomicUsize,
+    /// Decoders freed on their way back (the `keep` test said no).
+    freed: AtomicUsize,
+    cap: usize,
+    make: Make<T>,
+    keep: Keep,
+    timeout: Duration,
+}
+
+impl<T> std::fmt::Debug for Pool<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("made", &self.made.load(Ordering::Relaxed))
+            .field("freed", &self.freed.load(Ordering::Relaxed))
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Pool<T> {
+    /// A pool of at most `cap` decoders made by `make`; one is made now,
+    /// so that a pipeline learns at build time whether decoders can be
+    /// made. `keep` is asked as each decoder comes back; `timeout` bounds
+    /// a `take` that finds the pool empty and full.
+    pub(crate) fn new(
+        cap: usize,
+        make: impl Fn() -> Result<T> + Send + Sync + 'static,
+        keep: impl Fn() -> bool + Send + Sync + 'static,
+        timeout: Duration,
+    ) -> Result<Arc<Pool<T>>> {
+        let cap = cap.max(1);
+        let free = bounded(cap);
+        let first = Box::new(make()?);
+        // The channel holds `cap` places and is empty.
+        let _ = free.0.try_send(Some(first));
+        Ok(Arc::new(Pool {
+            free,
+            made: AtomicUsize::new(1),
+            freed: AtomicUsize::new(0),
+            cap,
+            make: Box::new(make),
+            keep: Box::new(keep),
+            timeout,
+        }))
+    }
+
+    /// A free decoder; a new one for a token, or while fewer than `cap`
+    /// exist; or one that comes back within the timeout. `None` otherwise,
+    /// or when a new decoder cannot be made.
+    pub(crate) fn take(self: &Arc<Self>) -> Option<Lease<T>> {
+        let place = match self.free.1.try_recv() {
+            Ok(p) => p,
+            Err(_) => {
+                let grew = self
+                    .made
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n < self.cap).then_some(n + 1)
+                    })
+                    .is_ok();
+                if grew {
+                    None
+                } else {
+                    self.free.1.recv_timeout(self.timeout).ok()?
+                }
+            }
+        };
+        let item = match place {
+            Some(d) => d,
+            None => match (self.make)() {
+                Ok(d) => Box::new(d),
+                Err(_) => {
+                    // The place is lost with the failed make; a later
+                    // take may grow again.
+                    self.made.fetch_sub(1, Ordering::AcqRel);
+                    return None;
+                }
+            },
+        };
+        Some(Lease {
+            item: Some(item),
+            pool: self.clone(),
+        })
+    }
+
+    /// `(made, freed)`: decoders and tokens in existence, and decoders
+    /// freed on their way back.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (
+            self.made.load(Ordering::Acquire),
+            self.freed.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// A decoder taken from a [`Pool`]; dropping it gives it back, or frees it
+/// and gives back a token.
+pub(crate) struct Lease<T> {
+    item: Option<Box<T>>,
+    pool: Arc<Pool<T>>,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Lease<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease").field("item", &self.item).finish()
+    }
+}
+
+impl<T> std::ops::Deref for Lease<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.item
+            .as_ref()
+            .expect("a lease holds its decoder until dropped")
+    }
+}
+
+impl<T> std::ops::DerefMut for Lease<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.item
+            .as_mut()
+            .expect("a lease holds its decoder until dropped")
+    }
+}
+
+impl<T> Drop for Lease<T> {
+    fn drop(&mut self) {
+        let Some(d) = self.item.take() else {
+            return;
+        };
+        let place = if (self.pool.keep)() {
+            Some(d)
+        } else {
+            drop(d);
+            self.pool.freed.fetch_add(1, Ordering::AcqRel);
+            None
+        };
+        // The channel has a place for every decoder and token made.
+        let _ = self.pool.free.0.try_send(place);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// A decoder that counts the live ones.
+    struct Dec(Arc<AtomicUsize>);
+
+    impl Drop for Dec {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn pool(cap: usize, keep: Arc<AtomicBool>) -> (Arc<Pool<Dec>>, Arc<AtomicUsize>) {
+        let live = Arc::new(AtomicUsize::new(0));
+        let l = live.clone();
+        let p = Pool::new(
+            cap,
+            move || {
+                l.fetch_add(1, Ordering::AcqRel);
+                Ok(Dec(l.clone()))
+            },
+            move || keep.load(Ordering::Acquire),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        (p, live)
+    }
+
+    #[test]
+    fn the_pool_makes_on_demand_up_to_its_cap_and_reuses() {
+        let (p, live) = pool(3, Arc::new(AtomicBool::new(true)));
+        assert_eq!(live.load(Ordering::Acquire), 1, "one made at build");
+        let a = p.take().unwrap();
+        let b = p.take().unwrap();
+        let c = p.take().unwrap();
+        assert_eq!((live.load(Ordering::Acquire), p.counts()), (3, (3, 0)));
+        drop(a);
+        let d = p.take().unwrap();
+        assert_eq!(live.load(Ordering::Acquire), 3, "reused, not made");
+        drop((b, c, d));
+        assert_eq!(p.counts(), (3, 0));
+    }
+
+    #[test]
+    fn a_decoder_not_kept_is_freed_and_its_place_remade() {
+        let keep = Arc::new(AtomicBool::new(false));
+        let (p, live) = pool(2, keep.clone());
+        let a = p.take().unwrap();
+        let b = p.take().unwrap();
+        drop(a);
+        assert_eq!(live.load(Ordering::Acquire), 1, "freed on its way back");
+        assert_eq!(p.counts(), (2, 1));
+        // The token makes a fresh decoder; the cap still holds.
+        let c = p.take().unwrap();
+        assert_eq!((live.load(Ordering::Acquire), p.counts()), (2, (2, 1)));
+        keep.store(true, Ordering::Release);
+        drop((b, c));
+        assert_eq!((live.load(Ordering::Acquire), p.counts()), (2, (2, 1)));
+    }
+
+    #[test]
+    fn a_waiting_taker_wakes_for_a_token() {
+        let (p, _live) = pool(1, Arc::new(AtomicBool::new(false)));
+        let a = p.take().unwrap();
+        let q = p.clone();
+        let waiter = std::thread::spawn(move || q.take().is_some());
+        std::thread::sleep(Duration::from_millis(50));
+        drop(a);
+        assert!(
+            waiter.join().unwrap(),
+            "woke for the token, not the timeout"
+        );
+    }
+
+    #[test]
+    fn a_failed_make_gives_its_place_back() {
+        let fail = Arc::new(AtomicBool::new(false));
+        let f = fail.clone();
+        let p: Arc<Pool<u8>> = Pool::new(
+            2,
+            move || {
+                if f.load(Ordering::Acquire) {
+                    Err(crate::error::Error::Device("no".into()))
+                } else {
+                    Ok(0)
+                }
+            },
+            || true,
+            Duration::from_millis(10),
+        )
+        .unwrap();
+        let a = p.take().unwrap();
+        fail.store(true, Ordering::Release);
+        assert!(p.take().is_none());
+        assert_eq!(p.counts(), (1, 0));
+        fail.store(false, Ordering::Release);
+        let b = p.take().unwrap();
+        assert_eq!(p.counts(), (2, 0));
+        drop((a, b));
+    }
+}
