@@ -58,6 +58,7 @@ common::tests!(
     gpu_decoder_memory_is_counted_and_bounded,
     #[cfg(feature = "kernel-emu")]
     emu_trace_shows_the_device_stage,
+    gpu_trace_has_gpu_spans,
     pipeline_and_batch_are_send,
 );
 
@@ -653,6 +654,7 @@ fn emu_trace_shows_the_device_stage() {
         "device: copies and launches",
         "nvJPEG host phase",
         "trainer holds batch",
+        "copies and kernels",
     ] {
         assert!(
             json.contains(&format!("\"name\":\"{span}\"")),
@@ -664,4 +666,63 @@ fn emu_trace_shows_the_device_stage() {
         json.contains("gpufeed-emu-engine-"),
         "an engine lane's track"
     );
+    // The device's own track (GPU spans from CUDA events on a GPU; the
+    // emulated kernels' host time here).
+    assert!(
+        json.contains("\"name\":\"GPU: stage stream (emulated)\""),
+        "the device's track"
+    );
+}
+
+/// On a GPU the timeline has the device's own tracks, timed with CUDA
+/// events and placed on the host's clock (issue 16, item 6): each flush's
+/// copies and kernels on the stage stream, and each engine call on its
+/// lane's stream where the GPU has an engine. Every GPU span must lie
+/// inside the run, as host spans do: a wrong tie between the clocks puts
+/// them seconds off.
+fn gpu_trace_has_gpu_spans() -> Outcome {
+    gpu()?;
+    let mut p = base(sample(), Device::Cuda(0))
+        .gpu_decode(true)
+        .hardware_decode_share(0.5)
+        .trace(true)
+        .build()
+        .unwrap();
+    for epoch in 0..2 {
+        let n: usize = p.epoch(epoch).map(|b| b.unwrap().len()).sum();
+        assert_eq!(n, 28);
+    }
+    let v: serde_json::Value = serde_json::from_str(&p.trace_json().unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let track = |name: &str| {
+        events.iter().find_map(|e| {
+            (e["ph"] == "M" && e["args"]["name"] == name).then(|| e["tid"].as_u64().unwrap())
+        })
+    };
+    let spans = |tid: u64| -> Vec<(f64, f64)> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"].as_u64() == Some(tid))
+            .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+            .collect()
+    };
+    let end = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let stage = track("GPU: stage stream").expect("the stage stream's track");
+    let mut gpu = spans(stage);
+    assert!(!gpu.is_empty(), "no flush spans");
+    if p.stats().decoded_hardware > 0 {
+        let lane = track("GPU: engine lane 0").expect("an engine lane's track");
+        gpu.extend(spans(lane));
+    }
+    for (ts, dur) in gpu {
+        assert!(
+            ts > 0.0 && dur >= 0.0 && ts + dur <= end,
+            "{ts} + {dur} vs {end}"
+        );
+    }
+    Ok(())
 }

@@ -14,10 +14,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, unbounded};
 
 use crate::error::{Error, Result};
 
-/// Told each lane call's name and start as it ends, on the lane's thread
-/// (the pipeline's timeline, issue 16 item 6; `cuda/` knows nothing of
-/// it).
-pub(crate) type Observe = std::sync::Arc<dyn Fn(&'static str, std::time::Instant) + Send + Sync>;
+pub(crate) use super::timeline::Observe;
 
 /// The name lane calls show under in a timeline.
 pub(crate) const CALL: &str = "engine: decode call";
@@ -31,7 +28,12 @@ pub(crate) fn observed<S, Q, A>(
         let t0 = std::time::Instant::now();
         let a = run(s, q);
         if let Some(o) = &observe {
-            o(CALL, t0);
+            o(super::timeline::Seen {
+                track: None,
+                name: CALL,
+                start: t0,
+                end: std::time::Instant::now(),
+            });
         }
         a
     }

@@ -21,6 +21,7 @@ pub mod kernel_check;
 pub(crate) mod lanes;
 pub(crate) mod launch;
 pub mod nvrtc;
+pub(crate) mod timeline;
 
 use crate::error::{Error, Result};
 

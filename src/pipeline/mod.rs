@@ -81,7 +81,10 @@ impl Pipeline {
                 let observe = shared_trace
                     .clone()
                     .map(|t| -> crate::cuda::lanes::Observe {
-                        Arc::new(move |name, t0| t.span(name, t0, trace::Arg::None))
+                        Arc::new(move |s: crate::cuda::timeline::Seen<'_>| match s.track {
+                            None => t.span_to(s.name, s.start, s.end, trace::Arg::None),
+                            Some(track) => t.span_on(track, s.name, s.start, s.end),
+                        })
                     });
                 DeviceStage::new(e, &config, config.prefetch + 1, observe).map(Arc::new)
             })

@@ -9,8 +9,11 @@
 //! launches); each engine call on its lane's track (support queries, the
 //! call and the wait for its completion, so the engine's real time); the
 //! trainer's wait for each batch and how long it held it.
-//! GPU-side times (kernels, copies, the CUDA route's device phase) are
-//! not in it yet: those need CUDA events read back after the fact.
+//! On the CUDA backend, GPU spans timed with CUDA events sit on tracks of
+//! their own (`GPU: ...`; `cuda/timeline.rs` places them on the host's
+//! clock): each engine call on its lane's stream, and each flush of a
+//! slot's copies and kernels on the stage's stream. The emulated device
+//! puts its host-run kernels on such a track too.
 
 use std::cell::Cell;
 use std::fmt::Write as _;
@@ -89,6 +92,28 @@ impl Trace {
         tid
     }
 
+    /// The id of the track called `name`, not a thread's (a GPU stream's).
+    fn named(&self, name: &str) -> u32 {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = threads.iter().position(|t| t == name) {
+            return i as u32 + 1;
+        }
+        threads.push(name.to_string());
+        threads.len() as u32
+    }
+
+    /// Record `name` from `start` to `end` on the track called `track`.
+    pub(crate) fn span_on(&self, track: &str, name: &'static str, start: Instant, end: Instant) {
+        let tid = self.named(track);
+        self.push(Span {
+            name,
+            tid,
+            start,
+            end,
+            arg: Arg::None,
+        });
+    }
+
     /// Record `name` from `start` to now on this thread's track.
     pub(crate) fn span(&self, name: &'static str, start: Instant, arg: Arg) {
         self.span_to(name, start, Instant::now(), arg);
@@ -97,18 +122,22 @@ impl Trace {
     /// Record `name` from `start` to `end` on this thread's track.
     pub(crate) fn span_to(&self, name: &'static str, start: Instant, end: Instant, arg: Arg) {
         let tid = self.tid();
-        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
-        if spans.len() >= MAX_SPANS {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        spans.push(Span {
+        self.push(Span {
             name,
             tid,
             start,
             end,
             arg,
         });
+    }
+
+    fn push(&self, span: Span) {
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if spans.len() >= MAX_SPANS {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        spans.push(span);
     }
 
     /// The timeline so far, as Chrome trace JSON (`{"traceEvents": [...]}`;
@@ -197,5 +226,29 @@ mod tests {
             "{json}"
         );
         assert!(json.contains(r#""dropped_spans":0"#), "{json}");
+    }
+
+    #[test]
+    fn named_tracks_are_shared_by_name() {
+        let t = Trace::new();
+        let t0 = Instant::now();
+        t.span_on("GPU: s", "k", t0, t0);
+        t.span("read", t0, Arg::None);
+        t.span_on("GPU: s", "k", t0, t0);
+        let json = t.to_json();
+        assert!(
+            json.contains(r#""tid":1,"args":{"name":"GPU: s"}"#),
+            "{json}"
+        );
+        assert_eq!(
+            json.matches(r#""name":"k","ph":"X","pid":1,"tid":1"#)
+                .count(),
+            2,
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""name":"read","ph":"X","pid":1,"tid":2"#),
+            "{json}"
+        );
     }
 }

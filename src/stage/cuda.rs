@@ -22,6 +22,7 @@ use crate::augment::TensorData;
 pub(crate) use crate::cuda::buffer::OutBuf;
 use crate::cuda::launch::AugmentKernels;
 pub(crate) use crate::cuda::launch::{LaunchKind, StageLaunch};
+use crate::cuda::timeline::{GpuTimeline, Observe};
 use crate::error::{Error, Result};
 
 /// Page-locked host memory from `cuMemHostAlloc`, freed on drop.
@@ -91,7 +92,24 @@ pub(crate) struct CudaSlot {
     /// waits on it, and the host waits on it before writing `pinned` again.
     ready: CudaEvent,
     host_free: bool,
+    /// With a timeline (`trace(true)`): recorded as each flush begins, and
+    /// whether the flush since has not been reported yet.
+    gpu: Option<SlotTimeline>,
 }
+
+/// A slot's part in the GPU timeline.
+struct SlotTimeline {
+    timeline: Arc<GpuTimeline>,
+    began: CudaEvent,
+    pending: bool,
+}
+
+/// The stage stream's track in the timeline.
+const STAGE_TRACK: &str = "GPU: stage stream";
+
+/// A flush's span there: staging copies, the CUDA route's device phases
+/// queued before it are not in it, the kernels and the label copies are.
+pub(crate) const FLUSH_SPAN: &str = "copies and kernels";
 
 impl std::fmt::Debug for CudaSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,7 +146,18 @@ impl CudaSlot {
             .synchronize()
             .map_err(Error::cuda("wait for slot"))?;
         self.host_free = true;
+        self.report();
         Ok(())
+    }
+
+    /// Put the last flush on the timeline; `ready` has fired.
+    fn report(&mut self) {
+        if let Some(g) = &mut self.gpu
+            && std::mem::take(&mut g.pending)
+        {
+            g.timeline
+                .span(STAGE_TRACK, FLUSH_SPAN, &g.began, &self.ready);
+        }
     }
 }
 
@@ -180,6 +209,8 @@ impl Drop for CudaArena {
 pub(crate) struct CudaEngine {
     k: AugmentKernels,
     name: String,
+    /// GPU spans for the pipeline's timeline (`trace(true)`).
+    timeline: Option<Arc<GpuTimeline>>,
 }
 
 impl std::fmt::Debug for CudaEngine {
@@ -197,7 +228,19 @@ impl CudaEngine {
     pub(crate) fn new(index: usize) -> Result<CudaEngine> {
         let k = AugmentKernels::new(index)?;
         let name = k.ctx.name().unwrap_or_else(|_| format!("cuda:{index}"));
-        Ok(CudaEngine { k, name })
+        Ok(CudaEngine {
+            k,
+            name,
+            timeline: None,
+        })
+    }
+
+    /// Report GPU spans to `observe` (a timeline tied to this device's
+    /// clock); slots allocated after this take part.
+    pub(crate) fn watch(&mut self, observe: Observe) -> Result<Arc<GpuTimeline>> {
+        let t = GpuTimeline::new(&self.k.ctx, observe).map_err(Error::cuda("timeline"))?;
+        self.timeline = Some(t.clone());
+        Ok(t)
     }
 
     /// Device name and CUBIN architecture, for notices.
@@ -236,6 +279,14 @@ impl CudaEngine {
             .iter()
             .map(|&(d, n)| OutBuf::alloc(s, d, n))
             .collect::<Result<Vec<_>>>()?;
+        let gpu = match &self.timeline {
+            Some(t) => Some(SlotTimeline {
+                timeline: t.clone(),
+                began: t.event().map_err(Error::cuda("event"))?,
+                pending: false,
+            }),
+            None => None,
+        };
         let slot = CudaSlot {
             pinned,
             staging,
@@ -243,6 +294,7 @@ impl CudaEngine {
             soft,
             ready,
             host_free: false,
+            gpu,
         };
         Ok((slot, outs))
     }
@@ -308,6 +360,7 @@ impl CudaEngine {
                 .synchronize()
                 .map_err(Error::cuda("wait for staging"))?;
             slot.host_free = true;
+            slot.report();
         }
         Ok(slot.pinned.as_mut_slice())
     }
@@ -353,6 +406,14 @@ impl CudaEngine {
             .ctx
             .bind_to_thread()
             .map_err(Error::cuda("bind context"))?;
+        if let Some(g) = &mut slot.gpu {
+            // An earlier flush not yet reported (no host wait came between)
+            // merges into this one's span.
+            if !g.pending {
+                g.began.record(s).map_err(Error::cuda("record event"))?;
+                g.pending = true;
+            }
+        }
         {
             let host = slot.pinned.as_slice();
             let (dev, _record) = slot.staging.device_ptr_mut(s);

@@ -47,6 +47,9 @@ pub(super) fn emu_alloc(n: usize) -> Result<Vec<u8>> {
     Ok(v)
 }
 
+/// The emulated device's kernels' track in the timeline.
+pub(super) const STAGE_TRACK: &str = "GPU: stage stream (emulated)";
+
 /// An emulated decode arena.
 pub(super) type EmuArena = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 

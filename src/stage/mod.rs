@@ -107,6 +107,8 @@ pub(crate) struct DeviceStage {
     /// bounded by `decoder_memory_limit`, and the batch thread's and
     /// engine lanes', counted only.
     decoders: Vec<Arc<Ledger>>,
+    /// The pipeline's timeline, for the emulated device's kernels.
+    observe: Option<crate::cuda::lanes::Observe>,
     /// Output elements per draw, per view.
     draw_len: Vec<usize>,
     /// The photometric planes (issue 19), shared by every slot: all work
@@ -142,14 +144,19 @@ impl DeviceStage {
     /// Allocate `slots` slots for `cfg`: every buffer the stage will use,
     /// but for the decoders of the workers' nvJPEG host phases, which are
     /// made as needed, at most one per sample in flight.
-    /// `observe` hears of each engine-lane call (the pipeline's timeline).
+    /// `observe` hears of each engine-lane call and of the GPU's spans
+    /// (the pipeline's timeline).
     pub(crate) fn new(
-        engine: Engine,
+        mut engine: Engine,
         cfg: &Config,
         slots: usize,
         observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        let timeline = match (&mut engine, &observe) {
+            (Engine::Cuda(e), Some(o)) => Some(e.watch(o.clone())?),
+            _ => None,
+        };
         let route_ledger = Arc::new(Ledger::new(u64::MAX));
         let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
@@ -159,7 +166,8 @@ impl DeviceStage {
                     let lanes = cfg.in_flight;
                     let cpu = fallback()?;
                     let (share, batch) = (cfg.hardware_share, cfg.batch_size);
-                    match NvRoute::new(e, share, batch, lanes, cpu, observe, &route_ledger) {
+                    let t = timeline.as_ref();
+                    match NvRoute::new(e, share, batch, lanes, cpu, t, &route_ledger) {
                         Ok(r) => {
                             // One per sample in flight, and the carried
                             // one: never fewer than the leases samples can
@@ -204,7 +212,7 @@ impl DeviceStage {
                     let lanes = crate::cuda::lanes::Lanes::new(
                         "gpufeed-emu-engine",
                         cpus,
-                        crate::cuda::lanes::observed(emu_engine, observe),
+                        crate::cuda::lanes::observed(emu_engine, observe.clone()),
                     )?;
                     (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
                 }
@@ -320,6 +328,7 @@ impl DeviceStage {
             layout,
             memory,
             decoders: vec![pool_ledger, route_ledger],
+            observe,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
         })
     }
@@ -692,6 +701,7 @@ impl DeviceStage {
                     Some(Scratch::Emu(v)) => Some(bytemuck::cast_slice_mut(v.as_mut_slice())),
                     _ => None,
                 };
+                let t0 = std::time::Instant::now();
                 emu::run_launches(
                     host,
                     &sources,
@@ -701,6 +711,16 @@ impl DeviceStage {
                     cfg.dtype.size(),
                 )
                 .map_err(|e| Error::Device(format!("emulated launch: {e}")))?;
+                // The emulated device's "GPU" is this thread: its kernels
+                // go on a GPU track of their own, as the CUDA backend's.
+                if let Some(o) = &self.observe {
+                    o(crate::cuda::timeline::Seen {
+                        track: Some(emu::STAGE_TRACK),
+                        name: cuda::FLUSH_SPAN,
+                        start: t0,
+                        end: std::time::Instant::now(),
+                    });
+                }
             }
             _ => unreachable!("slots come from their engine"),
         }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::cuda::lanes::{Lanes, Ticket};
+use crate::cuda::timeline::GpuTimeline;
 use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder, Dest, Roi};
 
 /// One compressed image for nvJPEG: where in the group's arena it goes.
@@ -108,6 +109,9 @@ struct Lane {
     /// This lane's entry of the route's engine timings.
     stats: LaneTimes,
     index: usize,
+    /// With a timeline: it, an event recorded before each call, and the
+    /// lane stream's track name.
+    gpu: Option<(Arc<GpuTimeline>, CudaEvent, String)>,
 }
 
 /// Support queries, one decode call and the wait for its completion, on
@@ -138,6 +142,10 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
                     pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
                 })
                 .collect();
+            if let Some((_, began, _)) = &lane.gpu {
+                // Only the timeline reads it: a failure loses a span.
+                let _ = began.record(&lane.stream);
+            }
             // SAFETY: each destination lies in a decode arena with room for
             // the whole image (so for any window of it; checked by
             // `submit_jpegs`), which the batch thread keeps until this
@@ -158,6 +166,9 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
                     .synchronize()
                     .map_err(Error::cuda("wait for the engine"))
             });
+            if let (Ok(()), Some((t, began, track))) = (&r, &lane.gpu) {
+                t.span(track, "engine decode", began, &lane.done);
+            }
             if r.is_err() {
                 // What the call queued must finish before these images are
                 // decoded elsewhere into the same place.
@@ -212,8 +223,9 @@ pub(crate) struct RouteCounts {
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
     /// most `batch` images a call, to which `share` of the images the
-    /// engine supports go; `observe` hears of each lane call; nvJPEG's
-    /// memory for them is counted in `ledger`. An error
+    /// engine supports go; `timeline` hears of each lane call (its host
+    /// span and its GPU span); nvJPEG's memory for them is counted in
+    /// `ledger`. An error
     /// when nvJPEG cannot be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
@@ -221,7 +233,7 @@ impl NvRoute {
         batch: usize,
         lanes: usize,
         cpu: crate::decode::CpuDecoder,
-        observe: Option<crate::cuda::lanes::Observe>,
+        timeline: Option<&Arc<GpuTimeline>>,
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
@@ -243,6 +255,14 @@ impl NvRoute {
             let Ok(dec) = BatchedDecoder::new(true, pool, Some(&meter)) else {
                 break;
             };
+            let gpu = match timeline {
+                Some(t) => Some((
+                    t.clone(),
+                    t.event().map_err(Error::cuda("event"))?,
+                    format!("GPU: engine lane {index}"),
+                )),
+                None => None,
+            };
             states.push(Lane {
                 dec,
                 ctx: ctx.clone(),
@@ -250,11 +270,13 @@ impl NvRoute {
                 done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
                 stats: stats.clone(),
                 index,
+                gpu,
             });
         }
         let lanes = if states.is_empty() {
             None
         } else {
+            let observe = timeline.map(|t| t.observe().clone());
             let run = crate::cuda::lanes::observed(run_lane, observe);
             Some(Lanes::new("gpufeed-engine", states, run)?)
         };
