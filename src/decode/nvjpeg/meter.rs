@@ -192,11 +192,9 @@ impl Meter {
         if !self.ledger.charge(kind, n as u64) {
             return None;
         }
-        // nvJPEG may call from any thread; the memory must be this
-        // context's whichever thread that is.
-        let ptr = self.ctx.bind_to_thread().ok().and_then(|()| match kind {
-            // SAFETY: a plain allocation with the context bound above; the
-            // pointer is handed to nvJPEG and freed by `free` below.
+        let ptr = self.in_ctx(|| match kind {
+            // SAFETY: a plain allocation with the meter's context current
+            // (in_ctx); the pointer is handed to nvJPEG and freed by `free`.
             Kind::Device => unsafe { cudarc::driver::result::malloc_sync(n) }
                 .ok()
                 .map(|p| p as usize),
@@ -229,18 +227,34 @@ impl Meter {
             return false;
         };
         self.ledger.refund(kind, n);
-        if self.ctx.bind_to_thread().is_err() {
-            return false;
-        }
-        match kind {
+        self.in_ctx(|| match kind {
             // SAFETY: `ptr` came from malloc_sync above (the book says so)
             // and nvJPEG frees it once, when no work of its uses it.
-            Kind::Device => unsafe { cudarc::driver::result::free_sync(ptr as u64) }.is_ok(),
+            Kind::Device => unsafe { cudarc::driver::result::free_sync(ptr as u64) }.ok(),
             Kind::Pinned => {
                 // SAFETY: `ptr` came from malloc_host above, freed once.
-                unsafe { cudarc::driver::result::free_host(ptr as *mut c_void) }.is_ok()
+                unsafe { cudarc::driver::result::free_host(ptr as *mut c_void) }.ok()
             }
+        })
+        .is_some()
+    }
+
+    /// Run `f` with the meter's context current on this thread. nvJPEG
+    /// may call back from any thread, a trainer's too (a pipeline dropped
+    /// there frees its decoders): a context that thread had current is
+    /// made current again afterwards.
+    fn in_ctx<T>(&self, f: impl FnOnce() -> Option<T>) -> Option<T> {
+        let before = cudarc::driver::result::ctx::get_current().ok()?;
+        self.ctx.bind_to_thread().ok()?;
+        let out = f();
+        if let Some(b) = before
+            && b != self.ctx.cu_ctx()
+        {
+            // SAFETY: `b` was this thread's current context a moment ago
+            // and its owner still holds it (we only borrowed the thread).
+            let _ = unsafe { cudarc::driver::result::ctx::set_current(b) };
         }
+        out
     }
 }
 
