@@ -23,5 +23,9 @@ done
 cp -r "$tmp"/x/nvidia/cu13/. "$dir"/
 mkdir -p "$dir/lib64"
 cp -r "$dir"/lib/. "$dir/lib64"/
+# Made now, filled by scripts/cuda-link-stubs.sh once the rlibs are built:
+# cudarc's build script only gives the linker folders that exist when it
+# runs.
+mkdir -p "$dir/lib64/stubs"
 chmod +x "$dir"/bin/* "$dir"/nvvm/bin/* 2>/dev/null || true
 "$dir/bin/nvcc" --version | tail -1

@@ -2,7 +2,7 @@
 # Build everything a CUDA machine without a Rust toolchain needs to run the
 # GPU checks: the release test binaries, the CLI, and a runner script.
 #
-#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz]] [--pack]
+#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz]] [--pack] [--candle]
 #   (default OUT: dist/gpu, git-ignored)
 #   # copy OUT to the CUDA box (x86-64 Linux), then there, from a checkout:
 #   OUT/run-gpu-tests.sh [tests|sanitize|bench|peers|all] [-- DATA]
@@ -11,7 +11,11 @@
 # OUT/corpus, which the runner then uses; --fuzz adds its fuzz/ folder.
 # --pack leaves the binaries as OUT/bin.tar.xz (a third of their size), to
 # unpack there with `tar xJf OUT/bin.tar.xz -C OUT`: the corpus with fuzz/
-# fits a 64 MiB transfer only so. The runner (scripts/
+# fits a 64 MiB transfer only so. --candle adds the candle CUDA tests and
+# the training example (issue 17), built with a toolkit of NVIDIA's wheels
+# (scripts/cuda-root.sh, in target/cuda-root) and linked against stubs
+# (scripts/cuda-link-stubs.sh); on the GPU box they load the toolkit's
+# real libcublas, libcurand and the driver. The runner (scripts/
 # run-gpu-tests.sh) sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails)
 # and gives every step a time limit; see its header.
 set -euo pipefail
@@ -20,11 +24,13 @@ out=dist/gpu
 corpus=
 fuzz=
 pack=
+candle=
 while [ $# -gt 0 ]; do
   case $1 in
     --corpus) corpus=$(cd "$2" && pwd); shift ;;
     --fuzz) fuzz=1 ;;
     --pack) pack=1 ;;
+    --candle) candle=1 ;;
     *) out=$1 ;;
   esac
   shift
@@ -50,6 +56,26 @@ for line in sys.stdin:
         shutil.copy(m["executable"], dst)
         print(dst)
 ' "$out"
+
+if [ -n "$candle" ]; then
+  [ -x target/cuda-root/bin/nvcc ] || scripts/cuda-root.sh target/cuda-root
+  (
+    export PATH="$PWD/target/cuda-root/bin:$PATH" CUDA_ROOT="$PWD/target/cuda-root" CUDA_COMPUTE_CAP=90
+    features=candle-cuda,candle-example
+    cargo build --release --locked --lib --features $features
+    scripts/cuda-link-stubs.sh target/cuda-root target
+    cargo build --release --locked --features $features --example train_candle
+    cp target/release/examples/train_candle "$out/bin/"
+    cargo test --release --locked --no-run --features $features --test candle_cuda \
+      --message-format=json 2>/dev/null | python3 -c '
+import json, sys, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "candle_cuda":
+        shutil.copy(m["executable"], sys.argv[1])
+' "$out/bin/test-candle_cuda"
+  )
+fi
 
 # Symbols are dead weight on the CUDA box (the device tool carries 64 MiB).
 strip "$out"/bin/* 2>/dev/null || true

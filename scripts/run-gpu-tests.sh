@@ -83,6 +83,16 @@ step() {
   grep -E "^test result|panicked at|\.\.\. ignored" "$logs/$name.log" | head -6 | sed 's/^/     /'
 }
 
+# Folders holding CUDA 13's libcublas/libcurand (the toolkit's, or the
+# nvidia-* wheels PyTorch installs), colon-terminated.
+cuda_libs() {
+  local d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    $(python3 -c 'import glob, nvidia; p = list(nvidia.__path__)[0]; print(" ".join(glob.glob(p + "/*/lib")))' 2>/dev/null); do
+    [ -e "$d/libcublas.so.13" ] || [ -e "$d/libcurand.so.10" ] || [ -e "$d/libnvrtc.so.13" ] && printf '%s:' "$d"
+  done
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu \
   --format=csv >"$logs/nvidia-smi.txt" 2>&1 || true
 cat "$logs/nvidia-smi.txt"
@@ -106,6 +116,16 @@ for phase in "${phases[@]}"; do
       GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
       step memory 120 "$bin/test-memory" --nocapture
       step shutdown 240 "$bin/test-shutdown" --nocapture
+      # Issue 17 (gpu-bundle.sh --candle): candle CUDA tensors of CUDA
+      # batches, and the training example on the GPU. They link the CUDA
+      # toolkit's cuBLAS and cuRAND, found where the toolkit or PyTorch's
+      # wheels keep them.
+      if [ -x "$bin/test-candle_cuda" ]; then
+        step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
+          "$bin/test-candle_cuda" --test-threads=1 --nocapture
+        step train-candle-cuda 180 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
+          "$bin/train_candle" data/sample --device cuda:0 --epochs 10
+      fi
       ;;
     sanitize)
       if command -v compute-sanitizer >/dev/null; then
@@ -163,6 +183,11 @@ for phase in "${phases[@]}"; do
       step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep in-flight=1,2,3,4 --sweep hardware-share=0,0.5,1 \
         --out "$logs/in-flight"
+      # Engine calls sent as a batch fills, sized near engines x cores
+      # (decode-bench prints them), against one call per batch (0).
+      step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep engine-call=0,16,32,64 --sweep hardware-share=0.5,1 \
+        --out "$logs/engine-call"
       step bench-cuda-trace 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --hardware-share 0.5 --trace "$logs/trace-share-0.5.json"
       step bench-cuda-readers 120 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \

@@ -1,10 +1,10 @@
 //! candle CUDA tensors of CUDA batches without a copy (issue 17, item 1;
 //! feature `candle-cuda`). candle's CUDA backend builds its kernels with
 //! nvcc (scripts/cuda-root.sh makes a toolkit of pip wheels) and links
-//! libcuda, libcudart, libnvrtc, libcublas(Lt) and libcurand, so this
-//! binary links only where those libraries are (a CUDA toolkit install);
-//! CI type-checks it. Without a GPU the tests show as ignored; with
-//! `GPUFEED_REQUIRE_GPU=1` they fail instead.
+//! libcuda, libcudart, libnvrtc, libcublas(Lt) and libcurand: CI links it
+//! against stubs of them (scripts/cuda-link-stubs.sh) and runs it with the
+//! stubs last on the library path. Without a GPU the tests show as
+//! ignored; with `GPUFEED_REQUIRE_GPU=1` they fail instead.
 
 mod common;
 

@@ -17,6 +17,7 @@ fn the_loss_falls() {
         transform: gpufeed::Transform::CenterCrop { resize: 36 },
         learning_rate: 3e-2,
         seed: 1,
+        cuda: None,
     };
     let losses = example::train(&o).unwrap();
     assert_eq!(losses.len(), 20);
