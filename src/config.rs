@@ -40,6 +40,9 @@ pub(crate) struct Config {
     pub(crate) hardware_share: f32,
     /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
     pub(crate) in_flight: usize,
+    /// Images per engine call as a decode group fills; 0: one call per
+    /// group (issue 16, item 2).
+    pub(crate) engine_call: usize,
     /// Limit on nvJPEG's memory for the CUDA route's decoder pool
     /// (issue 16, item 5).
     pub(crate) decoder_memory: u64,

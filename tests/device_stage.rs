@@ -355,8 +355,9 @@ fn without_huffman_tables(jpeg: &[u8]) -> Vec<u8> {
 }
 
 /// Issue 16, item 1: several batches decode at once, yet batches are the
-/// CPU backend's whatever the number in flight, the engine's share and
-/// the arena size (a small one splits batches over several decode groups
+/// CPU backend's whatever the number in flight, the engine's share, the
+/// engine's call size (item 2: calls sent as a group fills) and the arena
+/// size (a small one splits batches over several decode groups
 /// and exhausts the arenas), with files that fail on the workers and
 /// files that fail only at the decode route, in the middle of the queue.
 /// Emulated device only: on a GPU nvJPEG's pixels are not the CPU
@@ -380,19 +381,23 @@ fn emu_batches_in_flight_change_nothing() {
         .unwrap();
     }
     let source = Source::image_folder(dir.path()).unwrap();
-    for in_flight in [1, 2, 5] {
+    for (in_flight, call) in [(1, 0), (2, 0), (5, 0), (1, 3), (2, 1), (5, 3)] {
         for share in [0.5, 1.0] {
             for staging in [None, Some(300_000)] {
                 let s = same_as_cpu(t, source.clone(), |b| {
-                    let b = b.batches_in_flight(in_flight).hardware_decode_share(share);
+                    let b = b
+                        .batches_in_flight(in_flight)
+                        .engine_call_images(call)
+                        .hardware_decode_share(share);
                     match staging {
                         Some(n) => b.staging_bytes(n),
                         None => b,
                     }
                 });
                 let failed: u64 = s.errors.iter().sum();
-                assert!(failed >= 10, "{in_flight} in flight, share {share}: {s:?}");
-                assert!(s.decoded_hardware > 0, "{s:?}");
+                let what = format!("{in_flight} in flight, calls of {call}, share {share}");
+                assert!(failed >= 10, "{what}: {s:?}");
+                assert!(s.decoded_hardware > 0, "{what}: {s:?}");
             }
         }
     }
@@ -638,15 +643,20 @@ fn pipeline_and_batch_are_send() {
 /// The timeline of a device-stage pipeline has the batch thread's calls.
 #[cfg(feature = "kernel-emu")]
 fn emu_trace_shows_the_device_stage() {
-    let mut p = base(sample(), Device::Emulated)
-        .gpu_decode(true)
-        .hardware_decode_share(0.5)
-        .trace(true)
-        .build()
-        .unwrap();
-    let n: usize = p.epoch(0).map(|b| b.unwrap().len()).sum();
-    assert_eq!(n, 28);
-    let json = p.trace_json().unwrap();
+    // One epoch's timeline with the engine's share and its call size.
+    let timeline = |share: f32, call: usize| {
+        let mut p = base(sample(), Device::Emulated)
+            .gpu_decode(true)
+            .hardware_decode_share(share)
+            .engine_call_images(call)
+            .trace(true)
+            .build()
+            .unwrap();
+        let n: usize = p.epoch(0).map(|b| b.unwrap().len()).sum();
+        assert_eq!(n, 28);
+        p.trace_json().unwrap()
+    };
+    let json = timeline(0.5, 0);
     for span in [
         "device: put JPEG",
         "device: collect decodes",
@@ -672,6 +682,16 @@ fn emu_trace_shows_the_device_stage() {
         json.contains("\"name\":\"GPU: stage stream (emulated)\""),
         "the device's track"
     );
+    // Engine calls of one image each, sent as the batches fill (issue 16,
+    // item 2), against one call per batch of 5.
+    let calls = |n: usize| {
+        let json = timeline(1.0, n);
+        json.matches("\"name\":\"engine: decode call\"").count()
+    };
+    let (whole, single) = (calls(0), calls(1));
+    assert!(whole <= 6, "{whole} calls for 6 batches");
+    // Samples the engine would not take (progressive) go to the workers.
+    assert!(single >= 20, "{single} calls: one per engine image");
 }
 
 /// On a GPU the timeline has the device's own tracks, timed with CUDA

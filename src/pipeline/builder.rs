@@ -79,6 +79,7 @@ pub struct PipelineBuilder {
     gpu_decode: bool,
     hardware_share: f32,
     in_flight: usize,
+    engine_call: usize,
     decoder_memory: u64,
     trace: bool,
     stream_buffer: Option<usize>,
@@ -119,6 +120,7 @@ impl Default for PipelineBuilder {
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
             in_flight: DEFAULT_IN_FLIGHT,
+            engine_call: 0,
             decoder_memory: DEFAULT_DECODER_MEMORY,
             trace: false,
             stream_buffer: None,
@@ -386,6 +388,20 @@ impl PipelineBuilder {
         self
     }
 
+    /// Images per hardware-engine call (nvJPEG route, CUDA backend): a
+    /// batch's engine share goes to the engine lanes in calls of this many
+    /// as the batch fills, instead of in one call once it is full, so the
+    /// engine starts on a batch sooner and its calls can be sized to its
+    /// engines × cores (`gpufeed decode-bench` prints them). Default 0:
+    /// one call per batch. Unmeasured, so hidden until a GPU run picks a
+    /// default (`gpufeed bench --sweep engine-call=0,32,64`); the batches
+    /// are the same either way.
+    #[doc(hidden)]
+    pub fn engine_call_images(mut self, n: usize) -> Self {
+        self.engine_call = n;
+        self
+    }
+
     /// Bytes of pinned plus device memory nvJPEG may hold for the CUDA
     /// route's pooled decoders (CUDA backend). Each decoder's buffers grow
     /// to the largest image it decoded, and there is one decoder per
@@ -526,6 +542,12 @@ impl PipelineBuilder {
                 self.in_flight
             ));
         }
+        if self.engine_call > MAX_ENGINE_CALL {
+            return bad(format!(
+                "engine_call_images {} above {MAX_ENGINE_CALL}",
+                self.engine_call
+            ));
+        }
         if self.decoder_memory < MIN_DECODER_MEMORY {
             return bad(format!(
                 "decoder_memory_limit {} below {MIN_DECODER_MEMORY} bytes (1 MiB)",
@@ -620,6 +642,7 @@ impl PipelineBuilder {
             gpu_decode: self.gpu_decode,
             hardware_share: self.hardware_share,
             in_flight: self.in_flight,
+            engine_call: self.engine_call,
             decoder_memory: self.decoder_memory,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,
@@ -652,6 +675,9 @@ const DEFAULT_IN_FLIGHT: usize = 3;
 /// configurations never trim: to be confirmed on a GPU with the counts
 /// `Pipeline::memory` now gives.
 const DEFAULT_DECODER_MEMORY: u64 = 4 << 30;
+
+/// The largest `engine_call_images`: a batch's worth and more.
+const MAX_ENGINE_CALL: usize = 1 << 16;
 
 /// The smallest `decoder_memory_limit`: below a mebibyte not even a small
 /// photo's buffers fit, and every image would go to the CPU.

@@ -1,8 +1,11 @@
 //! The device stage's nvJPEG route (issues 5 and 16): decode groups.
 //!
 //! nvJPEG-route samples decode into a group's arena: those a worker began
-//! as they arrive (their device phase queued at once), the rest when the
-//! group is sealed, about a batch at a time, at an engine lane. Several
+//! as they arrive (their device phase queued at once), the rest at an
+//! engine lane, when the group is sealed (about a batch at a time) or, with
+//! `engine_call_images(n)`, n at a time as they come, so that the engine
+//! starts on a batch while it is still filling and its calls fit its
+//! cores (issue 16, items 2 and 3). Several
 //! groups decode at once (`PipelineBuilder::batches_in_flight`), one arena
 //! each; the batch thread collects a group when its samples reach their
 //! batch positions, so positions still follow sampler order and the
@@ -54,8 +57,9 @@ struct Entry {
 /// Consecutive nvJPEG-route samples decoding into one arena.
 #[derive(Debug)]
 pub(crate) struct Group {
-    /// Before `arena`: dropping it waits for the engine's writes.
-    flight: Option<Flight>,
+    /// Before `arena`: dropping them waits for the engine's writes. In
+    /// submission order.
+    flight: Vec<Flight>,
     arena: Option<Arena>,
     used: usize,
     entries: Vec<Entry>,
@@ -113,7 +117,7 @@ impl DeviceStage {
             return Err(err);
         }
         Ok(Some(Group {
-            flight: None,
+            flight: Vec::new(),
             arena: Some(arena),
             used: 0,
             entries: Vec::new(),
@@ -175,6 +179,9 @@ impl DeviceStage {
                     mcu: j.mcu,
                 },
             ));
+            if self.engine_call > 0 && g.jobs.len() >= self.engine_call {
+                self.dispatch(g, counts)?;
+            }
         }
         Ok(())
     }
@@ -211,6 +218,12 @@ impl DeviceStage {
             return Ok(());
         }
         g.sealed = true;
+        self.dispatch(g, counts)
+    }
+
+    /// Start decoding the group's waiting jobs: one engine call (or the
+    /// emulated engine's), and on CUDA what the engine does not take.
+    fn dispatch(&self, g: &mut Group, counts: &mut RouteCounts) -> Result<()> {
         if g.jobs.is_empty() {
             return Ok(());
         }
@@ -249,32 +262,45 @@ impl DeviceStage {
             #[allow(unreachable_patterns)]
             _ => return Err(Error::Device("JPEG route of another engine".into())),
         };
-        g.flight = Some(flight);
+        g.flight.push(flight);
         Ok(())
     }
 
     /// Whether the sealed group's decoding has come back (never blocks).
     pub(crate) fn group_ready(&self, g: &mut Group) -> bool {
         g.sealed
-            && match &mut g.flight {
-                None => true,
-                Some(Flight::Cuda(s, _)) => s.ready(),
-                Some(Flight::Emu(t, _)) => t.ready(),
-            }
+            && g.flight.iter_mut().all(|f| match f {
+                Flight::Cuda(s, _) => s.ready(),
+                Flight::Emu(t, _) => t.ready(),
+            })
     }
 
     /// Wait for the group's decoding and record each sample's outcome;
     /// seals the group first if it is open.
     pub(crate) fn collect(&self, g: &mut Group, counts: &mut RouteCounts) -> Result<()> {
         self.seal(g, counts)?;
-        let Some(flight) = g.flight.take() else {
+        if g.flight.is_empty() {
             return Ok(());
-        };
+        }
         let Some(route) = &self.jpeg else {
             return Err(Error::Device("JPEG group without a JPEG route".into()));
         };
         let mut route = route.lock().unwrap_or_else(|p| p.into_inner());
-        match (flight, &self.engine, g.arena.as_mut(), &mut *route) {
+        for flight in std::mem::take(&mut g.flight) {
+            self.land(g, flight, &mut route, counts)?;
+        }
+        Ok(())
+    }
+
+    /// Wait for one submission and record its samples' outcomes.
+    fn land(
+        &self,
+        g: &mut Group,
+        flight: Flight,
+        route: &mut JpegRoute,
+        counts: &mut RouteCounts,
+    ) -> Result<()> {
+        match (flight, &self.engine, g.arena.as_mut(), route) {
             (
                 Flight::Cuda(sub, entries),
                 Engine::Cuda(e),
@@ -357,7 +383,7 @@ impl DeviceStage {
     /// (whose tiles may read it) until the slot's next flush; without a
     /// slot, no tile reads it and it goes back now.
     pub(crate) fn retire(&self, mut g: Group, slot: Option<&mut Slot>) {
-        drop(g.flight.take());
+        drop(std::mem::take(&mut g.flight));
         if let Some(a) = g.arena.take() {
             match slot {
                 Some(s) => s.arenas.push(a),

@@ -109,6 +109,9 @@ pub(crate) struct DeviceStage {
     decoders: Vec<Arc<Ledger>>,
     /// The pipeline's timeline, for the emulated device's kernels.
     observe: Option<crate::cuda::lanes::Observe>,
+    /// Images per engine call while a group fills; 0: one call at its
+    /// sealing (`PipelineBuilder::engine_call_images`).
+    engine_call: usize,
     /// Output elements per draw, per view.
     draw_len: Vec<usize>,
     /// The photometric planes (issue 19), shared by every slot: all work
@@ -329,6 +332,7 @@ impl DeviceStage {
             memory,
             decoders: vec![pool_ledger, route_ledger],
             observe,
+            engine_call: cfg.engine_call,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
         })
     }

@@ -86,6 +86,10 @@ pub(crate) struct Args {
     /// library's).
     #[arg(long, value_name = "N")]
     batches_in_flight: Option<usize>,
+    /// CUDA backend, nvJPEG route: images per hardware-engine call, sent as
+    /// a batch fills (0: one call per batch, the default).
+    #[arg(long, value_name = "N", hide = true)]
+    engine_call: Option<usize>,
     /// CUDA backend, nvJPEG route: pinned + device bytes the CUDA route's
     /// decoder pool may hold, e.g. `2GiB` (default: the library's).
     #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
@@ -99,7 +103,7 @@ pub(crate) struct Args {
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
     /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
     /// cpu-decoder, transform, consumer-ms, cpu-decode, hardware-share,
-    /// in-flight, decoder-memory.
+    /// in-flight, engine-call, decoder-memory.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
     /// Also write the results table to PREFIX.json and PREFIX.csv.
@@ -226,6 +230,7 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "in-flight" => {
             args.batches_in_flight = Some(v.parse().with_context(|| format!("{key}={v}"))?)
         }
+        "engine-call" => args.engine_call = Some(v.parse().with_context(|| format!("{key}={v}"))?),
         "decoder-memory" => {
             args.decoder_memory_limit = Some(super::parse_size(v).map_err(anyhow::Error::msg)?)
         }
@@ -311,6 +316,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(n) = args.batches_in_flight {
         builder = builder.batches_in_flight(n);
+    }
+    if let Some(n) = args.engine_call {
+        builder = builder.engine_call_images(n);
     }
     if let Some(b) = args.decoder_memory_limit {
         builder = builder.decoder_memory_limit(b);
