@@ -108,6 +108,7 @@ for phase in "${phases[@]}"; do
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      step interop 60 "$bin/test-interop" gpu_ --nocapture
       # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture

@@ -7,6 +7,16 @@ mod common;
 use gpufeed::interop::dlpack::{self, Part, SharedBatch};
 use gpufeed::{DType, Device, Pipeline, PipelineBuilder, Source};
 
+common::tests!(
+    exported_tensors_outlive_the_batch_the_epoch_and_the_pipeline,
+    a_consumer_calls_the_deleter_once,
+    #[cfg(feature = "kernel-emu")]
+    dropped_tensors_give_their_slots_back_over_a_thousand_batches,
+    #[cfg(feature = "candle")]
+    cpu_batches_move_into_candle_tensors,
+    gpu_cuda_batches_export_device_memory,
+);
+
 fn builder(device: Device) -> PipelineBuilder {
     Pipeline::builder()
         .source(Source::image_folder(common::sample_dir()).unwrap())
@@ -33,7 +43,6 @@ fn read(t: &dlpack::Dlpack) -> (Vec<i64>, Vec<u8>) {
     (shape, data)
 }
 
-#[test]
 fn exported_tensors_outlive_the_batch_the_epoch_and_the_pipeline() {
     let mut p = builder(Device::Cpu).build().unwrap();
     let (images, labels, want_images, want_labels) = {
@@ -72,7 +81,6 @@ fn exported_tensors_outlive_the_batch_the_epoch_and_the_pipeline() {
     assert_eq!(got, want_labels);
 }
 
-#[test]
 fn a_consumer_calls_the_deleter_once() {
     let mut p = builder(Device::Cpu).build().unwrap();
     let batch = p.epoch(0).next().unwrap().unwrap();
@@ -98,7 +106,6 @@ fn a_consumer_calls_the_deleter_once() {
 /// tensor that never gave its slot back would starve the pipeline within
 /// a few batches.
 #[cfg(feature = "kernel-emu")]
-#[test]
 fn dropped_tensors_give_their_slots_back_over_a_thousand_batches() {
     let mut p = builder(Device::Emulated).build().unwrap();
     let mut n = 0;
@@ -121,7 +128,6 @@ fn dropped_tensors_give_their_slots_back_over_a_thousand_batches() {
 /// Issue 17, item 1: a CPU batch moves into candle tensors without a copy,
 /// with its shape, dtype, values and labels; the pipeline goes on.
 #[cfg(feature = "candle")]
-#[test]
 fn cpu_batches_move_into_candle_tensors() {
     let mut p = builder(Device::Cpu).dtype(DType::F32).build().unwrap();
     let mut kept = Vec::new();
@@ -143,4 +149,53 @@ fn cpu_batches_move_into_candle_tensors() {
     for (x, want) in kept {
         assert_eq!(x.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
     }
+}
+
+/// A CUDA batch's images and mixup's soft labels export as device memory
+/// (DLPack `kDLCUDA`): the batch's own buffers, no copy, holding the
+/// values the batch reports (`torch.from_dlpack` gets CUDA tensors).
+fn gpu_cuda_batches_export_device_memory() -> common::Outcome {
+    common::need_gpu()?;
+    let mut p = builder(Device::Cuda(0))
+        .mixup(gpufeed::augment::Mixup::deit(4))
+        .build()
+        .unwrap();
+    let ctx = p.cuda_context().expect("a CUDA pipeline");
+    let batch = p.epoch(0).next().unwrap().unwrap();
+    let images_at = batch.images().device_ptr().unwrap();
+    let want_images = batch
+        .images()
+        .to_host()
+        .unwrap()
+        .as_bytes()
+        .unwrap()
+        .to_vec();
+    let want_soft = batch.soft_labels().unwrap().to_vec();
+    let shared = SharedBatch::new(batch);
+    let images = shared.export(Part::View(0)).unwrap();
+    let soft = shared.export(Part::SoftLabels).unwrap();
+    drop(shared);
+    // Device memory read back as a CUDA consumer would.
+    let fetch = |t: &dlpack::Dlpack, bytes: usize| {
+        let dl = t.tensor();
+        assert_eq!((dl.device.device_type, dl.device.device_id), (2, 0));
+        ctx.bind_to_thread().unwrap();
+        let mut host = vec![0u8; bytes];
+        // SAFETY: `dl.data` is device memory of at least `bytes` bytes
+        // (the tensor's dense size) that the held tensor keeps alive; the
+        // export waited for the batch's event.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_sync(&mut host, dl.data as u64).unwrap();
+        }
+        host
+    };
+    assert_eq!(images.tensor().data as u64, images_at, "no copy");
+    assert_eq!(fetch(&images, want_images.len()), want_images);
+    assert_eq!(soft.shape(), [4, 4]);
+    let got: Vec<f32> = fetch(&soft, want_soft.len() * 4)
+        .chunks(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, want_soft);
+    Ok(())
 }

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use crate::augment::DType;
 use crate::error::{Error, Result};
 use crate::pipeline::{Batch, Tensor};
+use cudarc::driver::{DevicePtr, DeviceSlice};
 
 /// `DLPackVersion`.
 #[repr(C)]
@@ -154,8 +155,9 @@ pub enum Part {
     View(usize),
     /// The labels, `u32`, from host memory.
     Labels,
-    /// Mixup's soft labels, `f32` `[n, classes]`, from host memory (issue
-    /// 19; an error without mixup).
+    /// Mixup's soft labels, `f32` `[n, classes]`, where the images are:
+    /// device memory for a CUDA batch (the copy uploaded with the images),
+    /// host memory otherwise (issue 19; an error without mixup).
     SoftLabels,
 }
 
@@ -313,11 +315,29 @@ pub fn export(shared: &SharedBatch, part: Part) -> Result<Dlpack> {
             dims[1] = classes as i64;
             dims[4] = classes as i64;
             dims[5] = 1;
-            let cpu = DLDevice {
-                device_type: 1,
-                device_id: 0,
+            let (ptr, device) = match batch.soft_labels_cuda() {
+                Some(view) => {
+                    let ordinal = batch.views().first().and_then(Tensor::device_ordinal);
+                    // The event waited for above ordered the upload; the
+                    // view's own record is not needed past this point.
+                    let (addr, _record) = view.device_ptr(view.stream());
+                    (
+                        addr as *mut c_void,
+                        DLDevice {
+                            device_type: 2,
+                            device_id: ordinal.unwrap_or(0) as i32,
+                        },
+                    )
+                }
+                None => (
+                    soft.as_ptr() as *mut c_void,
+                    DLDevice {
+                        device_type: 1,
+                        device_id: 0,
+                    },
+                ),
             };
-            (soft.as_ptr() as *mut c_void, cpu, dtype_of(DType::F32), 2)
+            (ptr, device, dtype_of(DType::F32), 2)
         }
         Part::View(i) => {
             let t: &Tensor = batch.views().get(i).ok_or_else(|| {
