@@ -44,7 +44,7 @@ struct Pipeline {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     batches_per_epoch: usize,
     samples: usize,
-    stats: Mutex<Receiver<gpufeed::pipeline::Stats>>,
+    stats: Mutex<Receiver<(gpufeed::pipeline::Stats, gpufeed::pipeline::Memory)>>,
     stats_ask: Mutex<Sender<()>>,
 }
 
@@ -234,7 +234,7 @@ impl Pipeline {
                         },
                         recv(ask_rx) -> ask => match ask {
                             Ok(()) => {
-                                let _ = stats_tx.send(p.stats());
+                                let _ = stats_tx.send((p.stats(), p.memory()));
                             }
                             Err(_) => return,
                         },
@@ -280,9 +280,10 @@ impl Pipeline {
     }
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
-    /// bytes_read, errors by kind, seconds spent per stage).
+    /// bytes_read, errors by kind, seconds spent per stage, and `memory`:
+    /// pinned and device pools, slots, and what nvJPEG holds).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = {
+        let (s, m) = {
             let ask = self.stats_ask.lock().unwrap_or_else(|e| e.into_inner());
             let rx = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             py.detach(|| ask.send(()).ok().and_then(|()| rx.recv().ok()))
@@ -306,6 +307,18 @@ impl Pipeline {
         ] {
             d.set_item(name, t.as_secs_f64())?;
         }
+        let memory = PyDict::new(py);
+        for (name, v) in [
+            ("pinned_bytes", m.pinned_bytes),
+            ("device_bytes", m.device_bytes),
+            ("slots", m.slots as u64),
+            ("decoder_pinned_bytes", m.decoder_pinned_bytes),
+            ("decoder_device_bytes", m.decoder_device_bytes),
+            ("decoder_peak_bytes", m.decoder_peak_bytes),
+        ] {
+            memory.set_item(name, v)?;
+        }
+        d.set_item("memory", memory)?;
         Ok(d)
     }
 

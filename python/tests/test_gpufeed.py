@@ -88,6 +88,15 @@ def test_stats():
     s = p.stats()
     assert s["samples"] == 28 and s["batches"] == 7
     assert s["errors"]["corrupt"] == 0
+    # The CPU backend holds no pinned or device pools and no nvJPEG.
+    assert s["memory"] == dict(
+        pinned_bytes=0,
+        device_bytes=0,
+        slots=0,
+        decoder_pinned_bytes=0,
+        decoder_device_bytes=0,
+        decoder_peak_bytes=0,
+    )
 
 
 def test_errors_name_the_file(tmp_path):
