@@ -112,6 +112,10 @@ for phase in "${phases[@]}"; do
       # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+      # Issue 16, item 3c: is GPU Huffman safe at every size? The fuzz
+      # corpus through the decoupled route with it on for all images.
+      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 GPUFEED_REQUIRE_NVJPEG=1 \
+        step nvjpeg-fuzz-gpu-huffman 120 "$bin/test-nvjpeg_decode" fuzz --nocapture
       step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
       # Again with every nvJPEG image on CUDA: the workers' host phases.
       GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
@@ -184,6 +188,12 @@ for phase in "${phases[@]}"; do
       step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep in-flight=1,2,3,4 --sweep hardware-share=0,0.5,1 \
         --out "$logs/in-flight"
+      # Issue 16, item 3c: GPU Huffman decoding for the whole CUDA share
+      # (nvJPEG's GPU_HYBRID decoder at every size, not only from 1 MP): its
+      # img/s and CPU ms per image against the default, on the fuzzed files'
+      # safety see nvjpeg-decode.
+      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 step bench-cuda-gpu-huffman 90 "$bin/gpufeed" \
+        bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0
       # Engine calls sent as a batch fills, sized near engines x cores
       # (decode-bench prints them), against one call per batch (0).
       step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \

@@ -45,6 +45,20 @@ use crate::error::{Error, Result};
 /// on a CPU thread than their GPU launch overhead allows.
 pub(crate) const GPU_HUFFMAN_MIN_PIXELS: u64 = 1_000_000;
 
+/// [`GPU_HUFFMAN_MIN_PIXELS`], unless `GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS`
+/// (a number) replaces it: a diagnostic for measuring GPU Huffman decoding
+/// on the whole CUDA share (0: every image it takes; issue 16, item 3c),
+/// like `GPUFEED_NVJPEG_GPU_HUFFMAN=0`, which turns it off.
+fn gpu_huffman_min_pixels() -> u64 {
+    static MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(GPU_HUFFMAN_MIN_PIXELS)
+    })
+}
+
 /// `nvjpegJpegDecoder_t`: one backend's decoder object.
 struct JpegDecoder {
     raw: sys::nvjpegJpegDecoder_t,
@@ -302,7 +316,7 @@ impl DecoupledDecoder {
         self.params.set_roi(roi)?;
         let params = self.params.raw;
         let gpu = match &self.gpu_huffman {
-            Some(g) if pixels >= GPU_HUFFMAN_MIN_PIXELS => {
+            Some(g) if pixels >= gpu_huffman_min_pixels() => {
                 let mut unsupported: std::ffi::c_int = 1;
                 let out: *mut std::ffi::c_int = &mut unsupported;
                 // Decoder, parsed stream and params are live; 0 means the
