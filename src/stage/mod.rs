@@ -343,7 +343,8 @@ impl DeviceStage {
             let (pinned, device) = l.held();
             m.decoder_pinned_bytes += pinned;
             m.decoder_device_bytes += device;
-            // The sum of the ledgers' peaks: at least the peak of the sum.
+            // The sum of the ledgers' peaks: never below the peak of the
+            // sum (`Memory::decoder_peak_bytes`).
             m.decoder_peak_bytes += l.peak();
         }
         m

@@ -118,7 +118,9 @@ pub struct Memory {
     pub decoder_pinned_bytes: u64,
     /// Device memory nvJPEG holds now, as for `decoder_pinned_bytes`.
     pub decoder_device_bytes: u64,
-    /// The most pinned plus device memory nvJPEG held at once so far.
+    /// The most pinned plus device memory nvJPEG held at once so far, as
+    /// the sum of the decoder pool's peak and the other decoders' peak (so
+    /// never below the true peak).
     pub decoder_peak_bytes: u64,
 }
 
