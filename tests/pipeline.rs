@@ -394,6 +394,28 @@ fn builder_validates() {
     assert!(auto.is_ok(), "Auto falls back to the CPU");
 }
 
+/// The monitor reads the counters while an epoch borrows the pipeline,
+/// from another thread, and reads nothing once the pipeline is gone.
+#[test]
+fn the_monitor_reads_during_an_epoch_and_not_after_the_drop() {
+    let mut p = builder(Source::image_folder(common::sample_dir()).unwrap())
+        .batch_size(4)
+        .build()
+        .unwrap();
+    let monitor = p.monitor();
+    let mut epoch = p.epoch(0);
+    epoch.next().unwrap().unwrap();
+    let elsewhere = monitor.clone();
+    let seen = std::thread::spawn(move || elsewhere.stats().unwrap().batches)
+        .join()
+        .unwrap();
+    assert!(seen >= 1, "{seen}");
+    assert_eq!(monitor.memory().unwrap().slots, 0, "the CPU backend");
+    drop(epoch);
+    drop(p);
+    assert!(monitor.stats().is_none() && monitor.memory().is_none());
+}
+
 #[test]
 fn held_batches_keep_their_data() {
     let mut p = builder(Source::image_folder(common::sample_dir()).unwrap())

@@ -44,8 +44,9 @@ struct Pipeline {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     batches_per_epoch: usize,
     samples: usize,
-    stats: Mutex<Receiver<(gpufeed::pipeline::Stats, gpufeed::pipeline::Memory)>>,
-    stats_ask: Mutex<Sender<()>>,
+    /// Reads the counters without the pipeline's thread, which is busy
+    /// with an epoch while one runs.
+    monitor: gpufeed::pipeline::Monitor,
 }
 
 fn parse_device(s: &str) -> PyResult<Device> {
@@ -215,29 +216,15 @@ impl Pipeline {
         let mut p = py.detach(|| b.build()).map_err(err)?;
         let (batches_per_epoch, samples) = (p.batches_per_epoch(), p.samples_per_epoch());
         let (tx, rx) = bounded::<Command>(0);
-        let (stats_tx, stats_rx) = bounded(1);
-        let (ask_tx, ask_rx) = bounded::<()>(1);
+        let monitor = p.monitor();
         let thread = std::thread::Builder::new()
             .name("gpufeed-python".into())
             .spawn(move || {
-                loop {
-                    crossbeam_channel::select! {
-                        recv(rx) -> cmd => match cmd {
-                            Ok(Command::Epoch(e, pos, out)) => {
-                                for b in p.epoch_from(e, pos) {
-                                    if out.send(b).is_err() {
-                                        break;
-                                    }
-                                }
-                            }
-                            Err(_) => return,
-                        },
-                        recv(ask_rx) -> ask => match ask {
-                            Ok(()) => {
-                                let _ = stats_tx.send((p.stats(), p.memory()));
-                            }
-                            Err(_) => return,
-                        },
+                while let Ok(Command::Epoch(e, pos, out)) = rx.recv() {
+                    for b in p.epoch_from(e, pos) {
+                        if out.send(b).is_err() {
+                            break;
+                        }
                     }
                 }
             })
@@ -247,8 +234,7 @@ impl Pipeline {
             thread: Mutex::new(Some(thread)),
             batches_per_epoch,
             samples,
-            stats: Mutex::new(stats_rx),
-            stats_ask: Mutex::new(ask_tx),
+            monitor,
         })
     }
 
@@ -283,12 +269,9 @@ impl Pipeline {
     /// bytes_read, errors by kind, seconds spent per stage, and `memory`:
     /// pinned and device pools, slots, and what nvJPEG holds).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (s, m) = {
-            let ask = self.stats_ask.lock().unwrap_or_else(|e| e.into_inner());
-            let rx = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-            py.detach(|| ask.send(()).ok().and_then(|()| rx.recv().ok()))
-                .ok_or_else(|| Error::new_err("the pipeline thread has exited"))?
-        };
+        let closed = || Error::new_err("the pipeline is closed");
+        let s = self.monitor.stats().ok_or_else(closed)?;
+        let m = self.monitor.memory().ok_or_else(closed)?;
         let d = PyDict::new(py);
         d.set_item("samples", s.samples)?;
         d.set_item("batches", s.batches)?;

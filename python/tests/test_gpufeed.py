@@ -99,6 +99,18 @@ def test_stats():
     )
 
 
+def test_stats_in_the_middle_of_an_epoch():
+    # Read while the pipeline's thread waits to hand over the next batch
+    # (this used to wait for the epoch's end, which never came).
+    p = pipeline()
+    for i, _ in enumerate(p.epoch(0)):
+        if i == 1:
+            assert p.stats()["batches"] >= 2
+    p.close()
+    with pytest.raises(gpufeed.Error, match="closed"):
+        p.stats()
+
+
 def test_errors_name_the_file(tmp_path):
     with pytest.raises(gpufeed.Error, match="nonexistent"):
         gpufeed.Pipeline(str(tmp_path / "nonexistent"))

@@ -5,6 +5,7 @@ mod assemble;
 mod batch;
 mod builder;
 mod epoch;
+mod monitor;
 mod stats;
 mod trace;
 mod worker;
@@ -20,6 +21,7 @@ pub(crate) use batch::TensorData;
 pub use batch::{Batch, Tensor};
 pub use builder::{Device, OnError, PipelineBuilder};
 pub use epoch::Epoch;
+pub use monitor::Monitor;
 pub use stats::Stats;
 
 use self::assemble::{Assembler, Start};
@@ -211,8 +213,11 @@ impl Pipeline {
         &self.sampler
     }
 
-    /// What the pipeline's fixed pools hold: pinned host and device bytes
-    /// (zero on the CPU backend). Allocated at `build()`; it never grows.
+    /// Pinned host and device bytes the pipeline holds (zero on the CPU
+    /// backend): its fixed pools, allocated at `build()`, which never grow
+    /// ([`Memory::pools`]), and nvJPEG's decoders, which grow with the
+    /// images they meet, the pool's part up to
+    /// [`decoder_memory_limit`](PipelineBuilder::decoder_memory_limit).
     pub fn memory(&self) -> Memory {
         self.stage
             .as_deref()
@@ -244,6 +249,13 @@ impl Pipeline {
     /// Counters since `build()`.
     pub fn stats(&self) -> Stats {
         self.shared.counters.snapshot()
+    }
+
+    /// A handle that reads [`stats`](Self::stats) and
+    /// [`memory`](Self::memory) from any thread, also while an epoch
+    /// borrows the pipeline.
+    pub fn monitor(&self) -> Monitor {
+        Monitor::new(&self.shared, self.stage.as_ref())
     }
 }
 
