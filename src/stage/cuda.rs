@@ -107,8 +107,8 @@ struct SlotTimeline {
 /// The stage stream's track in the timeline.
 const STAGE_TRACK: &str = "GPU: stage stream";
 
-/// A flush's span there: staging copies, the CUDA route's device phases
-/// queued before it are not in it, the kernels and the label copies are.
+/// A flush's span there: its staging copies, kernels and label copies (not
+/// the CUDA route's device phases queued on the stream before it).
 pub(crate) const FLUSH_SPAN: &str = "copies and kernels";
 
 impl std::fmt::Debug for CudaSlot {
