@@ -157,8 +157,9 @@ for phase in "${phases[@]}"; do
       step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
       # nvJPEG alone over a range of hardware shares (the default among
       # them), with the CPU time per image (issue 5).
-      step decode-bench 120 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 20 \
-        --hardware-share 0,0.5,1
+      # `auto`: the steered share (issue 16, item 3), starting at 1.
+      GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
       # The CUDA route with its host phases on the decoding thread alone.
       step decode-bench-1thread 60 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 5 \
         --hardware-share 0 --threads 0
@@ -183,6 +184,11 @@ for phase in "${phases[@]}"; do
       step bench-cuda-routes 180 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep hardware-share=0,0.5,1 --sweep cpu-decode=false,true \
         --out "$logs/routes"
+      # The steered share against the fixed ones above; each move is
+      # printed (GPUFEED_SHARE_LOG) with the costs it was set from.
+      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share 120 "$bin/gpufeed" bench "$data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 3 --sweep hardware-share=auto,1 \
+        --sweep in-flight=2,3 --out "$logs/auto-share"
       # Issue 16: batches decoding at once (the default, 3, is unmeasured)
       # against the share, and one timeline to open in Perfetto.
       step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \

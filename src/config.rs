@@ -38,6 +38,11 @@ pub(crate) struct Config {
     pub(crate) staging_bytes: usize,
     pub(crate) gpu_decode: bool,
     pub(crate) hardware_share: f32,
+    /// Steer the share from measured costs, starting at `hardware_share`
+    /// (issue 16, item 3).
+    pub(crate) hardware_share_auto: bool,
+    /// Worker threads (parse, decode, the CUDA route's host phases).
+    pub(crate) workers: usize,
     /// Batches decoding at once on the nvJPEG route (issue 16, item 1).
     pub(crate) in_flight: usize,
     /// Images per engine call as a decode group fills; 0: one call per

@@ -105,12 +105,18 @@ fn bench_prints_a_table_and_json() {
             "64",
             "--decoder-memory-limit",
             "64MiB",
+            "--hardware-share",
+            "auto",
         ]);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let held = v["decoder_pinned_bytes"].as_u64().unwrap();
         assert!(held > 0, "{v}");
         assert!(v["decoder_peak_bytes"].as_u64().unwrap() >= held, "{v}");
+        // The routes' counts (issue 16): every sample photo is nvJPEG's.
+        let routes = ["decoded_hardware", "decoded_cuda", "decoded_cpu_fallback"];
+        let n: u64 = routes.iter().map(|k| v[*k].as_u64().unwrap()).sum();
+        assert_eq!(n, 28, "{v}");
     }
 }
 
@@ -130,6 +136,10 @@ fn bench_reports_bad_input_clearly() {
     let (code, _, err) = gpufeed(&["bench", "--batch", "many"]);
     assert_eq!(code, 2);
     assert!(err.contains("--batch"), "{err}");
+
+    let (code, _, err) = gpufeed(&["bench", "--hardware-share", "sometimes"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("auto"), "{err}");
 
     let (code, _, err) = gpufeed(&["bench", "--device", "tpu"]);
     assert_eq!(code, 2);
@@ -266,7 +276,7 @@ fn decode_bench_needs_a_gpu_and_says_so() {
             "--iters",
             "2",
             "--hardware-share",
-            "0,1",
+            "0,auto,1",
         ],
         "CPU-ms per image",
     );

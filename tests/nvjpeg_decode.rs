@@ -328,14 +328,16 @@ fn mixed_dataset_epoch_completes_on_the_gpu() -> Outcome {
     let mut all = files(&corpus, "tricky");
     all.extend(files(&corpus, "photos"));
     // Share 1: the engine's batches (the default); share 0: CUDA, begun
-    // on the workers (host phase) and finished on the batch thread.
+    // on the workers (host phase) and finished on the batch thread; the
+    // automatic share, which moves between them as it measures.
     let mut delivered_per_share = Vec::new();
-    for share in [1.0, 0.0] {
+    for (share, auto) in [(1.0, false), (0.0, false), (1.0, true)] {
         let mut p = Pipeline::builder()
             .source(common::unlabelled(&corpus, &all))
             .device(Device::Cuda(0))
             .gpu_decode(true)
             .hardware_decode_share(share)
+            .hardware_decode_share_auto(auto)
             .batch_size(64)
             .output_size(64, 64)
             .on_error(OnError::Skip)
@@ -350,7 +352,7 @@ fn mixed_dataset_epoch_completes_on_the_gpu() -> Outcome {
         }
         let s = p.stats();
         println!(
-            "{} (share {share}): {} files: {delivered} delivered, {skipped} typed errors; \
+            "{} (share {share}, auto {auto}): {} files: {delivered} delivered, {skipped} typed errors; \
              decoded by hardware {}, CUDA {}, CPU fallback {}; CPU route {}",
             p.backend(),
             all.len(),
@@ -368,6 +370,7 @@ fn mixed_dataset_epoch_completes_on_the_gpu() -> Outcome {
     }
     // Which route decodes a file must not decide whether it is delivered.
     assert_eq!(delivered_per_share[0], delivered_per_share[1]);
+    assert_eq!(delivered_per_share[0], delivered_per_share[2]);
     Ok(())
 }
 

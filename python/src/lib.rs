@@ -79,6 +79,13 @@ fn parse_dtype(s: &str) -> PyResult<DType> {
     })
 }
 
+/// `hardware_decode_share=`: a number, or a name (`"auto"`).
+#[derive(FromPyObject)]
+enum ShareArg {
+    Fixed(f32),
+    Named(String),
+}
+
 #[pymethods]
 impl Pipeline {
     /// `Pipeline(root, *, list=None, shards=None, stream_shards=None,
@@ -89,7 +96,8 @@ impl Pipeline {
     /// hardware_decode_share=None, batches_in_flight=None,
     /// decoder_memory_limit=None, ...)`: the
     /// builder's settings, with the builder's defaults (`None`: the
-    /// library's). `shards` is a list of
+    /// library's); `hardware_decode_share="auto"` steers the share while
+    /// running (`hardware_decode_share_auto`). `shards` is a list of
     /// WebDataset tar shards (paths or patterns such as
     /// `"data/shard-{000000..000127}.tar"`); `stream_shards=N` streams them
     /// through a shuffle buffer of N samples.
@@ -130,7 +138,7 @@ impl Pipeline {
         cutmix_alpha: f32,
         label_smoothing: f32,
         gpu_decode: bool,
-        hardware_decode_share: Option<f32>,
+        hardware_decode_share: Option<ShareArg>,
         batches_in_flight: Option<usize>,
         decoder_memory_limit: Option<u64>,
     ) -> PyResult<Pipeline> {
@@ -180,8 +188,15 @@ impl Pipeline {
             .prefetch(prefetch)
             .device(parse_device(device)?)
             .gpu_decode(gpu_decode);
-        if let Some(share) = hardware_decode_share {
-            b = b.hardware_decode_share(share);
+        match hardware_decode_share {
+            Some(ShareArg::Fixed(share)) => b = b.hardware_decode_share(share),
+            Some(ShareArg::Named(name)) if name == "auto" => b = b.hardware_decode_share_auto(true),
+            Some(ShareArg::Named(name)) => {
+                return Err(PyValueError::new_err(format!(
+                    "hardware_decode_share={name:?}: a number in 0..=1 or \"auto\""
+                )));
+            }
+            None => {}
         }
         if let Some(n) = batches_in_flight {
             b = b.batches_in_flight(n);

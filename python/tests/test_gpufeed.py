@@ -134,6 +134,11 @@ def test_nvjpeg_settings_are_checked_and_ignored_on_the_cpu():
         pipeline(hardware_decode_share=1.5)
     with pytest.raises(gpufeed.Error, match="decoder_memory_limit"):
         pipeline(decoder_memory_limit=1000)
+    with pytest.raises(ValueError, match="auto"):
+        pipeline(hardware_decode_share="sometimes")
+    steered = pipeline(hardware_decode_share="auto")
+    for (a, _), (b, _) in zip(steered.epoch(0), pipeline().epoch(0)):
+        assert np.array_equal(np.from_dlpack(a), np.from_dlpack(b))
     tuned = pipeline(
         gpu_decode=False,
         hardware_decode_share=0.5,

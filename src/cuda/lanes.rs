@@ -39,6 +39,81 @@ pub(crate) fn observed<S, Q, A>(
     }
 }
 
+/// `run`, its calls counted in `busy` with the items `count` says each
+/// call takes (the automatic engine share's measure of the engine, issue
+/// 16, item 3).
+pub(crate) fn counted<S, Q: 'static, A>(
+    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    busy: Option<std::sync::Arc<Busy>>,
+    count: fn(&Q) -> usize,
+) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+    move |s, q| {
+        let Some(b) = &busy else { return run(s, q) };
+        b.enter(count(&q));
+        let a = run(s, q);
+        b.exit();
+        a
+    }
+}
+
+/// The wall time during which at least one lane was in a call, and the
+/// items of the calls begun: with several calls in flight on one engine,
+/// the union of their spans (not their sum) is what the engine spent.
+#[derive(Debug, Default)]
+pub(crate) struct Busy {
+    state: std::sync::Mutex<BusyState>,
+}
+
+#[derive(Debug, Default)]
+struct BusyState {
+    active: usize,
+    /// Since when the time is not yet counted, while `active > 0`.
+    since: Option<std::time::Instant>,
+    busy: std::time::Duration,
+    items: u64,
+}
+
+impl Busy {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BusyState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn enter(&self, items: usize) {
+        let mut s = self.lock();
+        if s.active == 0 {
+            s.since = Some(std::time::Instant::now());
+        }
+        s.active += 1;
+        s.items += items as u64;
+    }
+
+    pub(crate) fn exit(&self) {
+        let mut s = self.lock();
+        s.active = s.active.saturating_sub(1);
+        if s.active == 0
+            && let Some(t) = s.since.take()
+        {
+            s.busy += t.elapsed();
+        }
+    }
+
+    /// Busy time and items since the last take (calls under way count up
+    /// to now, their items when they began).
+    pub(crate) fn take(&self) -> (std::time::Duration, u64) {
+        let mut s = self.lock();
+        if s.active > 0 {
+            let now = std::time::Instant::now();
+            if let Some(t) = s.since.replace(now) {
+                s.busy += now - t;
+            }
+        }
+        let out = (s.busy, s.items);
+        s.busy = std::time::Duration::ZERO;
+        s.items = 0;
+        out
+    }
+}
+
 /// A request and where its answer goes.
 type Work<Q, A> = (Q, Sender<A>);
 
@@ -148,7 +223,35 @@ impl<A> Ticket<A> {
 
 #[cfg(test)]
 mod tests {
-    use super::Lanes;
+    use super::{Busy, Lanes};
+
+    #[test]
+    fn busy_counts_the_union_of_overlapping_calls() {
+        use std::time::{Duration, Instant};
+        let b = Busy::default();
+        assert_eq!(b.take(), (Duration::ZERO, 0));
+        let start = Instant::now();
+        b.enter(3);
+        b.enter(2);
+        std::thread::sleep(Duration::from_millis(20));
+        b.exit();
+        std::thread::sleep(Duration::from_millis(20));
+        let t0 = Instant::now();
+        let (mid, items) = b.take();
+        let whole = start.elapsed();
+        assert_eq!(items, 5);
+        // One call or the other covered both sleeps: counted once (the
+        // union), never as the two calls' summed time.
+        assert!(mid >= Duration::from_millis(40), "{mid:?}");
+        assert!(mid <= whole, "{mid:?} > {whole:?}");
+        b.exit();
+        let gap = t0.elapsed();
+        std::thread::sleep(Duration::from_millis(20));
+        // Idle time after the last call is not counted.
+        let (idle, items) = b.take();
+        assert_eq!(items, 0);
+        assert!(idle <= gap, "{idle:?} > {gap:?}");
+    }
 
     #[test]
     fn lanes_answer_every_request_and_survive_a_panic() {

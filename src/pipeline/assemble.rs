@@ -532,6 +532,7 @@ impl<'a> Assembly<'a> {
         });
         let (views, slot) = match (part.slot.take(), &self.p.stage) {
             (Some(mut slot), Some(stage)) => {
+                stage.steer_share();
                 let t0 = std::time::Instant::now();
                 let finished = stage.finish(
                     cfg,

@@ -78,6 +78,7 @@ pub struct PipelineBuilder {
     io: Arc<dyn ReadBytes>,
     gpu_decode: bool,
     hardware_share: f32,
+    hardware_share_auto: bool,
     in_flight: usize,
     engine_call: usize,
     decoder_memory: u64,
@@ -119,6 +120,7 @@ impl Default for PipelineBuilder {
             io: Arc::new(FileReader),
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
+            hardware_share_auto: false,
             in_flight: DEFAULT_IN_FLIGHT,
             engine_call: 0,
             decoder_memory: DEFAULT_DECODER_MEMORY,
@@ -370,8 +372,29 @@ impl PipelineBuilder {
     /// hardware-share=0,1`. Which
     /// images go is drawn from `(seed, epoch, sample)`, like the crops, so
     /// an epoch's pixels do not depend on what else shares its batches.
+    /// [`hardware_decode_share_auto`](Self::hardware_decode_share_auto)
+    /// steers it instead, starting here.
     pub fn hardware_decode_share(mut self, share: f32) -> Self {
         self.hardware_share = share;
+        self
+    }
+
+    /// Steer the hardware engine's share while the pipeline runs, starting
+    /// at [`hardware_decode_share`](Self::hardware_decode_share) (issue 16,
+    /// item 3). Once a batch, the batch thread measures what each route
+    /// costs per image (the engine's busy time; the workers' time in CUDA
+    /// host phases and in everything else) and sets the share at which
+    /// both routes finish a batch together
+    /// (`decode::nvjpeg` `Costs::balance` has the formula). Until both
+    /// routes have been measured the share stays within 1/16 of 0 and 1.
+    ///
+    /// Default false. The crops, flips and every other draw stay functions
+    /// of `(seed, epoch, sample)`, but which nvJPEG decoder produces an
+    /// image's pixels then depends on timing, and the two round
+    /// differently (about 50 dB apart), so batches are not bit-identical
+    /// from run to run. Ignored without a hardware engine.
+    pub fn hardware_decode_share_auto(mut self, yes: bool) -> Self {
+        self.hardware_share_auto = yes;
         self
     }
 
@@ -641,6 +664,8 @@ impl PipelineBuilder {
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
             gpu_decode: self.gpu_decode,
             hardware_share: self.hardware_share,
+            hardware_share_auto: self.hardware_share_auto,
+            workers,
             in_flight: self.in_flight,
             engine_call: self.engine_call,
             decoder_memory: self.decoder_memory,

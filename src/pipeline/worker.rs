@@ -54,7 +54,8 @@ pub(crate) struct Shared {
     /// Set when the device stage decodes with nvJPEG: workers send images
     /// whose decoded size is at most this many bytes compressed.
     pub(crate) jpeg_limit: Option<usize>,
-    /// Set with `jpeg_limit` where workers begin the nvJPEG decoding.
+    /// Set with `jpeg_limit`: where workers decide each nvJPEG image's
+    /// route and, where they can, begin its decoding.
     pub(crate) worker_decode: Option<Arc<crate::stage::handoff::WorkerDecode>>,
 }
 
@@ -280,6 +281,11 @@ fn remote_reader_loop(
 struct Scratch {
     image: Image,
     resampler: Resampler,
+    /// Of the last task, for the automatic engine share: whether the
+    /// engine supports its image and, if this worker ran the image's CUDA
+    /// host phase, how long that took.
+    eligible: bool,
+    host_phase: Option<std::time::Duration>,
 }
 
 pub(crate) fn worker_loop(
@@ -295,10 +301,16 @@ pub(crate) fn worker_loop(
             None
         } else {
             Some(bytes.and_then(|b| {
+                let t0 = Instant::now();
+                (scratch.eligible, scratch.host_phase) = (false, None);
                 let r = crate::contain::contained(|| {
                     process(&shared, &mut decoder, &mut scratch, task, &b)
-                })
-                .unwrap_or_else(|m| {
+                });
+                if let Some(w) = &shared.worker_decode {
+                    w.share
+                        .task(t0.elapsed(), scratch.eligible, scratch.host_phase);
+                }
+                let r = r.unwrap_or_else(|m| {
                     // The scratch may be half-written: start afresh.
                     scratch = Scratch::default();
                     Err(SampleError::Panic(format!("CPU worker: {m}")))
@@ -356,14 +368,16 @@ fn process(
         // The bytes go to nvJPEG; on the CUDA route this thread runs the
         // host phase (Huffman decoding) first.
         let size = (header.width, header.height);
+        let engine_ok = crate::decode::nvjpeg::hardware_takes(&header);
+        let draw = crate::decode::nvjpeg::hardware_draw(cfg.seed, task.epoch, task.index.into());
+        let to_engine = shared
+            .worker_decode
+            .as_ref()
+            .is_some_and(|w| w.route(engine_ok, draw));
+        s.eligible = engine_ok;
         let mut j = Jpeg {
             bytes: bytes.to_vec(),
-            route_draw: crate::decode::nvjpeg::hardware_draw(
-                cfg.seed,
-                task.epoch,
-                task.index.into(),
-            ),
-            engine_ok: crate::decode::nvjpeg::hardware_takes(&header),
+            to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
             width: header.width,
             height: header.height,
@@ -384,6 +398,9 @@ fn process(
         };
         Counters::add_time(&c.decode_ns, t1.elapsed());
         trace("nvJPEG host phase", t1);
+        if let Ok(Some(_)) = &started {
+            s.host_phase = Some(t1.elapsed());
+        }
         match started {
             Ok(staged) => {
                 j.staged = staged;

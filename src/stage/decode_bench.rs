@@ -14,13 +14,15 @@ pub struct DecodeBench {
     engine: super::cuda::CudaEngine,
     arena: super::cuda::CudaArena,
     route: super::cuda::NvRoute,
-    /// Compressed bytes, width and height of each distinct image.
+    /// Compressed bytes, width and height of each distinct image, and
+    /// whether the engine supports it.
     jpegs: Vec<(Vec<u8>, u32, u32, bool)>,
     batch: usize,
     next: usize,
     counts: super::cuda::RouteCounts,
     threads: usize,
     pool: std::sync::Arc<crate::decode::nvjpeg::DecoderPool>,
+    share: crate::decode::nvjpeg::Share,
 }
 
 impl std::fmt::Debug for DecodeBench {
@@ -32,17 +34,21 @@ impl std::fmt::Debug for DecodeBench {
     }
 }
 
+/// A job of a benchmark batch and its position in the batch.
+type Job = (usize, super::cuda::JpegJob);
+
 impl DecodeBench {
     /// Keep the nvJPEG-routable files of `files` (the pipeline's rule) in
     /// host memory and set up device `index` to decode `batch` of them at a
-    /// time, `hardware_share` of the engine-supported ones on the engine,
-    /// the CUDA route's host phases on `threads` threads (0: all on the
-    /// calling thread).
+    /// time, `hardware_share` of the engine-supported ones on the engine
+    /// (`None`: the pipeline's automatic share, starting at 1), the CUDA
+    /// route's host phases on `threads` threads (0: all on the calling
+    /// thread).
     pub fn new(
         index: usize,
         files: &[Vec<u8>],
         batch: usize,
-        hardware_share: f32,
+        hardware_share: Option<f32>,
         threads: usize,
     ) -> Result<DecodeBench> {
         let mut jpegs = Vec::new();
@@ -76,11 +82,15 @@ impl DecodeBench {
         let engine = super::cuda::CudaEngine::new(index)?;
         let arena = engine.alloc_arena(arena)?;
         let cpu = crate::decode::CpuDecoder::new(false);
+        let share = match hardware_share {
+            Some(s) => crate::decode::nvjpeg::Share::fixed(s),
+            None => crate::decode::nvjpeg::Share::auto(1.0, threads),
+        };
         // One batch at a time: one engine lane.
         // Counted, not bounded: the benchmark measures the routes' speed.
         let ledger = std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX));
-        let route =
-            super::cuda::NvRoute::new(&engine, hardware_share, batch, 1, cpu, None, &ledger)?;
+        let busy = share.engine_busy();
+        let route = super::cuda::NvRoute::new(&engine, batch, 1, cpu, None, &ledger, busy)?;
         let pool = crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger)?;
         Ok(DecodeBench {
             threads,
@@ -92,6 +102,7 @@ impl DecodeBench {
             batch,
             next: 0,
             counts: Default::default(),
+            share,
         })
     }
 
@@ -105,12 +116,24 @@ impl DecodeBench {
         format!("{}, nvJPEG {hw}", self.engine.describe())
     }
 
+    /// The engine's share now (it moves when automatic).
+    pub fn share(&self) -> f32 {
+        self.share.get()
+    }
+
     /// Decode the next `batch` images (cycling) and wait for the device.
     /// Returns the pixels decoded; an image that fails everywhere is an
     /// error naming its position.
+    ///
+    /// As in the pipeline, the engine's share goes to its lane first and
+    /// decodes while the threads run the CUDA route's host phases (issue
+    /// 16, item 3: the two routes run at once from the start of a batch);
+    /// the device phases are queued as the host phases finish.
     pub fn run_batch(&mut self) -> Result<u64> {
         let n = self.jpegs.len();
-        let mut jobs = Vec::with_capacity(self.batch);
+        let engine = self.route.has_hardware();
+        let mut to_engine = Vec::new();
+        let mut to_cuda = Vec::new();
         let mut at = 0;
         let mut pixels = 0;
         for k in 0..self.batch {
@@ -118,100 +141,135 @@ impl DecodeBench {
             let (bytes, w, h, engine_ok) = &mut self.jpegs[i];
             let (w, h, engine_ok) = (*w, *h, *engine_ok);
             pixels += u64::from(w) * u64::from(h);
-            jobs.push(super::cuda::JpegJob {
+            // A fixed draw per distinct image, as the pipeline's.
+            let draw = crate::decode::nvjpeg::hardware_draw(0, 0, i as u64);
+            let job = super::cuda::JpegJob {
                 bytes: std::mem::take(bytes),
                 width: w,
                 height: h,
                 at,
                 roi: None,
-                // A fixed draw per distinct image, as the pipeline's.
-                route_draw: crate::decode::nvjpeg::hardware_draw(0, 0, i as u64),
-                engine_ok,
+                to_engine: self.share.route(engine, engine_ok, draw),
                 // Whole images: no window to pad.
                 mcu: (16, 16),
-            });
+            };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
+            if job.to_engine {
+                // Its worker cost in a pipeline: a parse, not counted here.
+                self.share.task(std::time::Duration::ZERO, true, None);
+                to_engine.push((k, job));
+            } else {
+                to_cuda.push((k, job));
+            }
         }
         let first = self.next;
         self.next = (self.next + self.batch) % n;
+        let (engine_ks, engine_jobs): (Vec<usize>, Vec<_>) = to_engine.into_iter().unzip();
+        let sub = if engine_jobs.is_empty() {
+            None
+        } else {
+            Some(self.engine.submit_jpegs(
+                &self.arena,
+                engine_jobs,
+                &mut self.route,
+                &mut self.counts,
+            )?)
+        };
         // The CUDA route's host phases on the threads (the pipeline's
-        // workers), their device phases here; what fails, and the engine's
-        // share, through `decode_jpegs` as on the batch thread.
-        let share = self.route.share();
-        let engine = self.route.has_hardware();
-        let for_workers: Vec<usize> = (0..jobs.len())
-            .filter(|&k| {
-                !crate::decode::nvjpeg::to_engine(
-                    engine,
-                    jobs[k].engine_ok,
-                    jobs[k].route_draw,
-                    share,
-                )
-            })
-            .filter(|_| self.threads > 0)
-            .collect();
-        let staged = self.host_phases(&jobs, &for_workers);
-        let mut rest = Vec::with_capacity(jobs.len());
-        let mut rest_at = Vec::with_capacity(jobs.len());
-        let mut staged = staged.into_iter().peekable();
-        for (k, mut j) in jobs.into_iter().enumerate() {
-            if staged.peek().is_some_and(|(sk, _)| *sk == k) {
-                let (_, lease) = staged.next().expect("peeked");
-                if let Some(lease) = lease {
-                    let size = (j.width, j.height);
-                    self.engine
-                        .decode_staged(&self.arena, j.at, size, None, lease)?;
-                    self.counts.cuda += 1;
-                    // nvJPEG copied what it needs in the host phase.
-                    self.jpegs[(first + k) % n].0 = std::mem::take(&mut j.bytes);
-                    continue;
-                }
-            }
-            rest.push(j);
-            rest_at.push(k);
+        // workers), their device phases here; what fails goes through
+        // `decode_jpegs` as on the batch thread.
+        let staged = if self.threads > 0 {
+            self.host_phases(&to_cuda)
+        } else {
+            Vec::new()
+        };
+        let mut leases: Vec<Option<crate::decode::nvjpeg::Lease>> =
+            (0..to_cuda.len()).map(|_| None).collect();
+        for (slot, lease, took) in staged {
+            let eligible = self.jpegs[(first + to_cuda[slot].0) % n].3;
+            let host = lease.as_ref().map(|_| took);
+            self.share.task(took, eligible, host);
+            leases[slot] = lease;
         }
+        let mut rest = Vec::new();
+        let mut rest_ks = Vec::new();
+        for ((k, mut j), lease) in to_cuda.into_iter().zip(leases) {
+            if let Some(lease) = lease {
+                let size = (j.width, j.height);
+                self.engine
+                    .decode_staged(&self.arena, j.at, size, None, lease)?;
+                self.counts.cuda += 1;
+                // nvJPEG copied what it needs in the host phase.
+                self.jpegs[(first + k) % n].0 = std::mem::take(&mut j.bytes);
+            } else {
+                rest.push(j);
+                rest_ks.push(k);
+            }
+        }
+        let mut outcomes = Vec::new();
+        if let Some(sub) = sub {
+            let (out, back) = self.engine.complete_jpegs(
+                &mut self.arena,
+                sub,
+                &mut self.route,
+                &mut self.counts,
+            )?;
+            outcomes.extend(engine_ks.into_iter().zip(out.into_iter().zip(back)));
+        }
+        // Ends with a wait for the device: every route's writes are done.
         let (out, back) =
             self.engine
                 .decode_jpegs(&mut self.arena, rest, &mut self.route, &mut self.counts)?;
+        outcomes.extend(rest_ks.into_iter().zip(out.into_iter().zip(back)));
+        let mut failed = None;
         // Give the bytes back to their images for the next round.
-        for (&k, bytes) in rest_at.iter().zip(back) {
+        for (k, (outcome, bytes)) in outcomes {
             self.jpegs[(first + k) % n].0 = bytes;
+            if outcome.is_err() {
+                failed.get_or_insert(k);
+            }
         }
-        if let Some(k) = out.iter().position(Result::is_err) {
+        if let Some(k) = failed {
             return Err(Error::Device(format!(
                 "image {} of the benchmark set failed on every route",
-                (first + rest_at[k]) % n
+                (first + k) % n
             )));
         }
+        self.share.steer();
         Ok(pixels)
     }
 
-    /// Host phases of `jobs[ks]` on `self.threads` threads, each with a
-    /// decoder of the pool: per job, in order, its leased decoder when the
-    /// phase succeeded.
+    /// Host phases of `jobs` on `self.threads` threads, each with a
+    /// decoder of the pool: per job (its index in `jobs`), its leased
+    /// decoder when the phase succeeded, and the time the phase took.
     fn host_phases(
         &self,
-        jobs: &[super::cuda::JpegJob],
-        ks: &[usize],
-    ) -> Vec<(usize, Option<crate::decode::nvjpeg::Lease>)> {
-        if ks.is_empty() {
+        jobs: &[Job],
+    ) -> Vec<(
+        usize,
+        Option<crate::decode::nvjpeg::Lease>,
+        std::time::Duration,
+    )> {
+        if jobs.is_empty() {
             return Vec::new();
         }
-        let chunk = ks.len().div_ceil(self.threads.max(1));
+        let chunk = jobs.len().div_ceil(self.threads.max(1));
         let pool = &self.pool;
         std::thread::scope(|sc| {
-            let handles: Vec<_> = ks
+            let handles: Vec<_> = jobs
                 .chunks(chunk)
-                .map(|part| {
+                .enumerate()
+                .map(|(c, part)| {
                     sc.spawn(move || {
                         part.iter()
-                            .map(|&k| {
-                                let j = &jobs[k];
+                            .enumerate()
+                            .map(|(i, (_, j))| {
+                                let t0 = std::time::Instant::now();
                                 let pixels = u64::from(j.width) * u64::from(j.height);
                                 let lease = pool.take().and_then(|mut l| {
                                     l.host(&j.bytes, pixels, None).ok().map(|()| l)
                                 });
-                                (k, lease)
+                                (c * chunk + i, lease, t0.elapsed())
                             })
                             .collect::<Vec<_>>()
                     })

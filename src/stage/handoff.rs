@@ -76,13 +76,9 @@ impl Region {
 #[derive(Debug)]
 pub(crate) struct Jpeg {
     pub(crate) bytes: Vec<u8>,
-    /// [`crate::decode::nvjpeg::hardware_draw`] of the sample: the route it takes is a function
-    /// of `(seed, epoch, index)`, not of what else is in the batch.
-    pub(crate) route_draw: f64,
-    /// Whether the header lets the hardware engine take it
-    /// ([`crate::decode::nvjpeg::hardware_takes`], decided by the worker
-    /// that parsed it).
-    pub(crate) engine_ok: bool,
+    /// Whether it goes to the hardware engine, decided once by the worker
+    /// that parsed it ([`WorkerDecode::route`]).
+    pub(crate) to_engine: bool,
     /// The MCU size ([`crate::decode::nvjpeg::mcu_size`]): crop windows
     /// are padded by it.
     pub(crate) mcu: (u32, u32),
@@ -113,11 +109,11 @@ pub(crate) enum Staged {
 #[derive(Debug)]
 pub(crate) struct WorkerDecode {
     /// A hardware engine is in use (the emulated device plays one):
-    /// samples it takes, by their draw below `share`, go to the batch
+    /// samples it takes, by their draw below the share, go to the batch
     /// thread compressed, to be decoded at an engine lane with their
     /// decode group.
     pub(crate) engine: bool,
-    pub(crate) share: f32,
+    pub(crate) share: Arc<crate::decode::nvjpeg::Share>,
     pub(crate) kind: WorkerDecodeKind,
 }
 
@@ -125,15 +121,23 @@ pub(crate) struct WorkerDecode {
 pub(crate) enum WorkerDecodeKind {
     Cuda(Arc<crate::decode::nvjpeg::DecoderPool>),
     Emu,
+    /// No decoder pool: the batch thread decodes the CUDA route's images.
+    Off,
 }
 
 impl WorkerDecode {
+    /// The route of an image whose header allows the engine or not
+    /// (`engine_ok`) and whose draw is `draw`: decided here, once, with
+    /// the share as it is now (it moves when steered).
+    pub(crate) fn route(&self, engine_ok: bool, draw: f64) -> bool {
+        self.share.route(self.engine, engine_ok, draw)
+    }
+
     /// Whether [`start`](Self::start) decodes `j` into the caller's image
     /// buffer (the emulated device's stand-in does; nvJPEG's host phase
     /// writes its own buffers), which the caller then sizes first.
     pub(crate) fn decodes_into_image(&self, j: &Jpeg) -> bool {
-        matches!(self.kind, WorkerDecodeKind::Emu)
-            && !crate::decode::nvjpeg::to_engine(self.engine, j.engine_ok, j.route_draw, self.share)
+        matches!(self.kind, WorkerDecodeKind::Emu) && !j.to_engine
     }
 
     /// Begin decoding `j` on this thread. `Ok(None)`: the batch thread
@@ -146,7 +150,7 @@ impl WorkerDecode {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> crate::error::Result<Option<Staged>> {
-        if crate::decode::nvjpeg::to_engine(self.engine, j.engine_ok, j.route_draw, self.share) {
+        if j.to_engine {
             return Ok(None);
         }
         let roi = j.window();
@@ -159,6 +163,7 @@ impl WorkerDecode {
                 lease.host(&j.bytes, pixels, roi)?;
                 Ok(Some(Staged::Cuda(lease)))
             }
+            WorkerDecodeKind::Off => Ok(None),
             WorkerDecodeKind::Emu => {
                 super::cuda::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;

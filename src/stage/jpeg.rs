@@ -174,8 +174,7 @@ impl DeviceStage {
                     height: j.height,
                     at,
                     roi,
-                    route_draw: j.route_draw,
-                    engine_ok: j.engine_ok,
+                    to_engine: j.to_engine,
                     mcu: j.mcu,
                 },
             ));

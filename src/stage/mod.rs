@@ -44,7 +44,7 @@ use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::config::Config;
 use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use crate::decode::nvjpeg::{Ledger, decoder_pool};
+use crate::decode::nvjpeg::{Ledger, Share, decoder_pool};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
 use cuda::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
@@ -88,8 +88,11 @@ pub(crate) struct DeviceStage {
     engine: Engine,
     /// The nvJPEG route, when decoding on the device.
     jpeg: Option<Mutex<JpegRoute>>,
-    /// The part of the nvJPEG route the workers run.
+    /// The part of the nvJPEG route the workers run (and where they
+    /// decide each image's route).
     worker_decode: Option<Arc<WorkerDecode>>,
+    /// The hardware engine's share, fixed or steered.
+    share: Arc<Share>,
     /// Bytes per decode arena.
     arena: usize,
     /// Free decode arenas (issue 16, item 1): one per batch decoding at
@@ -163,28 +166,34 @@ impl DeviceStage {
         let route_ledger = Arc::new(Ledger::new(u64::MAX));
         let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
+        let share = Arc::new(if cfg.hardware_share_auto {
+            Share::auto(cfg.hardware_share, cfg.workers)
+        } else {
+            Share::fixed(cfg.hardware_share)
+        });
         let (jpeg, worker_decode) = if cfg.gpu_decode {
             match &engine {
                 Engine::Cuda(e) => {
                     let lanes = cfg.in_flight;
                     let cpu = fallback()?;
-                    let (share, batch) = (cfg.hardware_share, cfg.batch_size);
+                    let (busy, batch) = (share.engine_busy(), cfg.batch_size);
                     let t = timeline.as_ref();
-                    match NvRoute::new(e, share, batch, lanes, cpu, t, &route_ledger) {
+                    match NvRoute::new(e, batch, lanes, cpu, t, &route_ledger, busy) {
                         Ok(r) => {
                             // One per sample in flight, and the carried
                             // one: never fewer than the leases samples can
                             // hold (`decode/nvjpeg/pool.rs`).
                             let cap = cfg.window() + 2;
-                            let pool = decoder_pool(e.context(), cap, &pool_ledger);
-                            let workers = pool.ok().map(|p| {
-                                Arc::new(WorkerDecode {
-                                    engine: r.has_hardware(),
-                                    share: cfg.hardware_share,
-                                    kind: WorkerDecodeKind::Cuda(p),
-                                })
-                            });
-                            (Some(JpegRoute::Cuda(r)), workers)
+                            let kind = match decoder_pool(e.context(), cap, &pool_ledger) {
+                                Ok(p) => WorkerDecodeKind::Cuda(p),
+                                Err(_) => WorkerDecodeKind::Off,
+                            };
+                            let workers = WorkerDecode {
+                                engine: r.has_hardware(),
+                                share: share.clone(),
+                                kind,
+                            };
+                            (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                         }
                         Err(e) => {
                             eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
@@ -198,7 +207,7 @@ impl DeviceStage {
                     // decode at its lanes, the rest on the workers.
                     let workers = WorkerDecode {
                         engine: true,
-                        share: cfg.hardware_share,
+                        share: share.clone(),
                         kind: WorkerDecodeKind::Emu,
                     };
                     let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
@@ -215,7 +224,11 @@ impl DeviceStage {
                     let lanes = crate::cuda::lanes::Lanes::new(
                         "gpufeed-emu-engine",
                         cpus,
-                        crate::cuda::lanes::observed(emu_engine, observe.clone()),
+                        crate::cuda::lanes::counted(
+                            crate::cuda::lanes::observed(emu_engine, observe.clone()),
+                            share.engine_busy(),
+                            Vec::len,
+                        ),
                     )?;
                     (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
                 }
@@ -323,6 +336,7 @@ impl DeviceStage {
             engine,
             jpeg: jpeg.map(Mutex::new),
             worker_decode,
+            share,
             arena,
             arenas,
             emu_arenas,
@@ -444,6 +458,14 @@ impl DeviceStage {
     /// What the workers run of the nvJPEG route, when they run some.
     pub(crate) fn worker_decode(&self) -> Option<Arc<WorkerDecode>> {
         self.worker_decode.clone()
+    }
+
+    /// Steer the automatic engine share (once a batch, on the batch
+    /// thread).
+    pub(crate) fn steer_share(&self) {
+        if self.worker_decode.as_ref().is_some_and(|w| w.engine) {
+            self.share.steer();
+        }
     }
 
     /// Whether the hardware JPEG engine is in use (the emulated device

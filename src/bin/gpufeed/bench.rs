@@ -79,9 +79,10 @@ pub(crate) struct Args {
     #[arg(long)]
     cpu_decode: bool,
     /// CUDA backend: share of hardware-decodable images sent to the
-    /// hardware JPEG engine (default: the library's).
-    #[arg(long)]
-    hardware_share: Option<f32>,
+    /// hardware JPEG engine, or `auto` to steer it while running from
+    /// what each route costs (default: the library's fixed share).
+    #[arg(long, value_name = "SHARE|auto")]
+    hardware_share: Option<super::ShareArg>,
     /// CUDA backend, nvJPEG route: batches decoding at once (default: the
     /// library's).
     #[arg(long, value_name = "N")]
@@ -224,9 +225,7 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         }
         "consumer-ms" => args.consumer_ms = v.parse().with_context(|| format!("{key}={v}"))?,
         "cpu-decode" => args.cpu_decode = v.parse().with_context(|| format!("{key}={v}"))?,
-        "hardware-share" => {
-            args.hardware_share = Some(v.parse().with_context(|| format!("{key}={v}"))?)
-        }
+        "hardware-share" => args.hardware_share = Some(v.parse().map_err(anyhow::Error::msg)?),
         "in-flight" => {
             args.batches_in_flight = Some(v.parse().with_context(|| format!("{key}={v}"))?)
         }
@@ -311,8 +310,10 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     if let Some(w) = args.workers {
         builder = builder.workers(w);
     }
-    if let Some(s) = args.hardware_share {
-        builder = builder.hardware_decode_share(s);
+    match args.hardware_share {
+        Some(super::ShareArg::Fixed(s)) => builder = builder.hardware_decode_share(s),
+        Some(super::ShareArg::Auto) => builder = builder.hardware_decode_share_auto(true),
+        None => {}
     }
     if let Some(n) = args.batches_in_flight {
         builder = builder.batches_in_flight(n);

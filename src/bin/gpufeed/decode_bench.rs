@@ -6,6 +6,8 @@ use std::time::Instant;
 use anyhow::Context;
 use gpufeed::stage::DecodeBench;
 
+use super::ShareArg;
+
 #[derive(clap::Args)]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -14,9 +16,11 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 20)]
     iters: usize,
     /// Shares of engine-supported images sent to the hardware engine, one
-    /// measurement each.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.5, 1.0])]
-    hardware_share: Vec<f32>,
+    /// measurement each; `auto` steers it from what each route costs (the
+    /// pipeline's `hardware_decode_share_auto`), starting at 1.
+    #[arg(long, value_delimiter = ',', value_name = "SHARE|auto",
+          default_values_t = [ShareArg::Fixed(0.0), ShareArg::Fixed(0.5), ShareArg::Auto, ShareArg::Fixed(1.0)])]
+    hardware_share: Vec<ShareArg>,
     /// Threads running the CUDA route's host phases, as the pipeline's
     /// workers do (0: all on the decoding thread). Default: one per core.
     #[arg(long)]
@@ -54,11 +58,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let threads = args
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let fixed = match share {
+            ShareArg::Fixed(s) => Some(s),
+            ShareArg::Auto => None,
+        };
         let mut b = DecodeBench::new(
             args.common.device,
             &files,
             args.common.batch,
-            share,
+            fixed,
             threads,
         )?;
         for _ in 0..2 {
@@ -85,7 +93,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let ms = |k: usize| (engine1[k].1 - engine0[k].1).as_secs_f64() * 1e3;
         let (inits, init_ms, call_ms) = (engine1[0].0 - engine0[0].0, ms(0), ms(1));
         let row = serde_json::json!({
-            "backend": b.describe(), "hardware_share": share, "batch": args.common.batch,
+            "backend": b.describe(), "hardware_share": share.to_string(),
+            "share_at_end": b.share(), "batch": args.common.batch,
             "threads": threads,
             "images": images, "seconds": secs, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
@@ -95,10 +104,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         });
         if !args.json {
             println!(
-                "{}: share {share}, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
+                "{}: share {share}{}, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
                  (hardware {hw}, CUDA {cuda}, CPU {cpu_fb}; engine state re-initialized {inits} \
                  times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
                 b.describe(),
+                match share {
+                    ShareArg::Auto => format!(" (at {:.3} at the end)", b.share()),
+                    ShareArg::Fixed(_) => String::new(),
+                },
             );
         }
         rows.push(row);

@@ -157,6 +157,37 @@ fn report(e: &anyhow::Error) -> String {
     line
 }
 
+/// `--hardware-share`: a share of the engine-supported images in 0..=1,
+/// or `auto` (steered while running, issue 16, item 3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ShareArg {
+    Fixed(f32),
+    Auto,
+}
+
+impl std::str::FromStr for ShareArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(ShareArg::Auto);
+        }
+        s.trim()
+            .parse()
+            .map(ShareArg::Fixed)
+            .map_err(|_| format!("share {s:?}: a number in 0..=1 or `auto`"))
+    }
+}
+
+impl std::fmt::Display for ShareArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShareArg::Fixed(v) => write!(f, "{v}"),
+            ShareArg::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// A byte count with an optional unit: `4GiB`, `512MB`, `1000`.
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

@@ -47,7 +47,7 @@ pub(crate) use batched::{BatchedDecoder, Dest};
 pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease, decoder_pool};
 pub use host::{HostDecoder, Route};
 pub(crate) use meter::{Kind, Ledger, Meter};
-pub(crate) use route::{gpu_routable, hardware_draw, to_engine};
+pub(crate) use route::{Share, gpu_routable, hardware_draw};
 pub use route::{hardware_takes, takes};
 pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
 

@@ -5,7 +5,13 @@
 //! alone: whether it goes to the engine, by a draw below the share
 //! ([`hardware_draw`], [`to_engine`]). The rest of nvJPEG's images take
 //! CUDA; what a route refuses or fails at falls back to the next (engine,
-//! CUDA, CPU), in `stage/cuda/nvroute.rs`.
+//! CUDA, CPU), in `stage/cuda/nvroute.rs`. The share itself, fixed or
+//! steered ([`Share`]).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Whether nvJPEG's CUDA decoders take an image with this header: 8-bit
 /// Huffman DCT (baseline, extended, progressive), gray or YCbCr in one of
@@ -83,9 +89,298 @@ pub(crate) fn hardware_draw(seed: u64, epoch: u64, index: u64) -> f64 {
     (word >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The hardware engine's share of the images it supports (issue 16, item
+/// 3): fixed (`PipelineBuilder::hardware_decode_share`), or steered by the
+/// batch thread from what each route costs, measured as it runs
+/// (`hardware_decode_share_auto`).
+///
+/// Workers read the share when they parse an image and decide its route
+/// there, once ([`Share::route`]); the decision travels with the sample,
+/// so the stage never decides it again with a share that has moved since.
+#[derive(Debug)]
+pub(crate) struct Share {
+    bits: AtomicU32,
+    auto: Option<Auto>,
+}
+
+/// What the automatic share measures, and its estimates.
+#[derive(Debug)]
+struct Auto {
+    workers: f64,
+    /// The engine lanes' calls (`cuda::lanes::counted`).
+    engine: Arc<crate::cuda::lanes::Busy>,
+    /// Worker nanoseconds: in all tasks, and in the CUDA host phases of
+    /// engine-supported images.
+    task_ns: AtomicU64,
+    host_ns: AtomicU64,
+    tasks: AtomicU64,
+    /// Engine-supported images, and those of them begun on a worker.
+    eligible: AtomicU64,
+    hosted: AtomicU64,
+    est: Mutex<Costs>,
+}
+
+/// Seconds per image, smoothed: the engine's (busy time per image it
+/// took), a worker's CUDA host phase per engine-supported image, and a
+/// worker's other work per task; and the engine-supported share of tasks.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct Costs {
+    pub(crate) engine: Option<f64>,
+    pub(crate) host: Option<f64>,
+    pub(crate) other: Option<f64>,
+    pub(crate) eligible: Option<f64>,
+}
+
+/// Before both routes have been measured, the automatic share stays this
+/// far from 0 and 1, so that each route decodes some images.
+pub(crate) const EXPLORE: f64 = 1.0 / 16.0;
+
+impl Costs {
+    /// The share that balances the two routes: the engine, at `engine`
+    /// seconds per image, takes `s` of the `e` engine-supported images
+    /// per task, while `workers` threads run every task's other work and
+    /// the CUDA host phase of the rest:
+    ///
+    /// ```text
+    /// s · e · engine = (other + (1 − s) · e · host) / workers
+    /// s = (other + e · host) / (e · (workers · engine + host))
+    /// ```
+    ///
+    /// clamped to `[0, 1]` (to `[EXPLORE, 1 − EXPLORE]` while a route is
+    /// unmeasured). `None` while it cannot be said (nothing measured, no
+    /// engine-supported images).
+    pub(crate) fn balance(&self, workers: f64) -> Option<f64> {
+        let (other, e) = (self.other?, self.eligible?);
+        let (lo, hi) = match (self.engine, self.host) {
+            (Some(_), Some(_)) => (0.0, 1.0),
+            _ => (EXPLORE, 1.0 - EXPLORE),
+        };
+        let s = match (self.engine, self.host) {
+            (Some(engine), Some(host)) => {
+                let den = e * (workers * engine + host);
+                if e <= 0.0 || den <= 0.0 {
+                    return None;
+                }
+                (other + e * host) / den
+            }
+            // One side unmeasured: go toward it, to measure it.
+            (Some(_), None) => 0.0,
+            (None, Some(_)) => 1.0,
+            (None, None) => return None,
+        };
+        Some(s.clamp(lo, hi))
+    }
+
+    /// Fold one window's measures in (halving the old estimates' weight).
+    fn fold(&mut self, now: Costs) {
+        let mix = |old: Option<f64>, new: Option<f64>| match (old, new) {
+            (Some(o), Some(n)) => Some(0.5 * o + 0.5 * n),
+            (o, n) => n.or(o),
+        };
+        *self = Costs {
+            engine: mix(self.engine, now.engine),
+            host: mix(self.host, now.host),
+            other: mix(self.other, now.other),
+            eligible: mix(self.eligible, now.eligible),
+        };
+    }
+}
+
+/// `GPUFEED_SHARE_LOG=1`: print each move of the automatic share.
+fn log() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GPUFEED_SHARE_LOG").is_ok_and(|v| v == "1"))
+}
+
+/// Tasks a window needs before the automatic share moves: fewer measure
+/// noise.
+const WINDOW_TASKS: u64 = 64;
+
+impl Share {
+    pub(crate) fn fixed(share: f32) -> Share {
+        Share {
+            bits: AtomicU32::new(share.to_bits()),
+            auto: None,
+        }
+    }
+
+    /// A share steered from measured costs, starting at `start`, for
+    /// `workers` worker threads; the engine lanes' calls go into the
+    /// returned share's [`engine_busy`](Self::engine_busy).
+    pub(crate) fn auto(start: f32, workers: usize) -> Share {
+        Share {
+            bits: AtomicU32::new(start.to_bits()),
+            auto: Some(Auto {
+                workers: workers.max(1) as f64,
+                engine: Arc::default(),
+                task_ns: AtomicU64::new(0),
+                host_ns: AtomicU64::new(0),
+                tasks: AtomicU64::new(0),
+                eligible: AtomicU64::new(0),
+                hosted: AtomicU64::new(0),
+                est: Mutex::new(Costs::default()),
+            }),
+        }
+    }
+
+    pub(crate) fn get(&self) -> f32 {
+        f32::from_bits(self.bits.load(Relaxed))
+    }
+
+    /// Where the engine lanes count their calls, when steered.
+    pub(crate) fn engine_busy(&self) -> Option<Arc<crate::cuda::lanes::Busy>> {
+        self.auto.as_ref().map(|a| a.engine.clone())
+    }
+
+    /// The route of one image, decided once, on the worker that parsed it:
+    /// the engine iff the pipeline has one, the header allows it and the
+    /// sample's draw is below the share now.
+    pub(crate) fn route(&self, engine: bool, engine_ok: bool, draw: f64) -> bool {
+        to_engine(engine, engine_ok, draw, self.get())
+    }
+
+    /// One worker task: its time, whether the engine supported its image
+    /// and, if the worker ran that image's CUDA host phase, its time.
+    pub(crate) fn task(&self, took: Duration, eligible: bool, host: Option<Duration>) {
+        let Some(a) = &self.auto else { return };
+        a.task_ns.fetch_add(took.as_nanos() as u64, Relaxed);
+        a.tasks.fetch_add(1, Relaxed);
+        if eligible {
+            a.eligible.fetch_add(1, Relaxed);
+            if let Some(h) = host {
+                a.host_ns.fetch_add(h.as_nanos() as u64, Relaxed);
+                a.hosted.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Move the share to the balance of what was measured since the last
+    /// move, once enough tasks came in (the batch thread, once a batch).
+    /// Returns the estimates when it moved; with `GPUFEED_SHARE_LOG=1`
+    /// each move is printed, for tuning on a GPU box.
+    pub(crate) fn steer(&self) -> Option<(f32, Costs)> {
+        let a = self.auto.as_ref()?;
+        if a.tasks.load(Relaxed) < WINDOW_TASKS {
+            return None;
+        }
+        let tasks = a.tasks.swap(0, Relaxed);
+        let task_s = a.task_ns.swap(0, Relaxed) as f64 * 1e-9;
+        let host_s = a.host_ns.swap(0, Relaxed) as f64 * 1e-9;
+        let hosted = a.hosted.swap(0, Relaxed);
+        let eligible = a.eligible.swap(0, Relaxed);
+        let (busy, taken) = a.engine.take();
+        let per = |s: f64, n: u64| (n > 0).then(|| s / n as f64);
+        let now = Costs {
+            engine: per(busy.as_secs_f64(), taken),
+            host: per(host_s, hosted),
+            other: per(task_s - host_s, tasks).map(|o| o.max(0.0)),
+            eligible: Some(eligible as f64 / tasks as f64),
+        };
+        let mut est = a.est.lock().unwrap_or_else(|p| p.into_inner());
+        est.fold(now);
+        let s = est.balance(a.workers)? as f32;
+        self.bits.store(s.to_bits(), Relaxed);
+        if log() {
+            let ms = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.3}", v * 1e3));
+            eprintln!(
+                "gpufeed: engine share {s:.3} (ms per image: engine {}, host phase {}, other \
+                 work {}; engine-supported {})",
+                ms(est.engine),
+                ms(est.host),
+                ms(est.other),
+                est.eligible.map_or("?".into(), |e| format!("{e:.2}")),
+            );
+        }
+        Some((s, *est))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::hardware_draw;
+    use super::{Costs, EXPLORE, Share, hardware_draw};
+    use std::time::Duration;
+
+    /// Costs of a two-route machine: per image, the engine's seconds, a
+    /// worker's CUDA host phase, a worker's other work.
+    fn costs(engine: f64, host: f64, other: f64) -> Costs {
+        Costs {
+            engine: Some(engine),
+            host: Some(host),
+            other: Some(other),
+            eligible: Some(1.0),
+        }
+    }
+
+    #[test]
+    fn the_balance_evens_the_routes_out() {
+        // 16 workers; the engine at 10,000 img/s; a host phase of 1 ms
+        // (16,000 img/s on 16 workers) and 0.2 ms of other work.
+        let c = costs(1e-4, 1e-3, 2e-4);
+        let s = c.balance(16.0).unwrap();
+        // Both sides take the same time per task at the balance.
+        let engine = s * 1e-4;
+        let workers = (2e-4 + (1.0 - s) * 1e-3) / 16.0;
+        assert!((engine - workers).abs() < 1e-12, "{engine} vs {workers}");
+        assert!(s > 0.4 && s < 0.5, "{s}");
+        // A slow engine gets less; workers busy elsewhere send it more.
+        assert!(costs(4e-4, 1e-3, 2e-4).balance(16.0).unwrap() < s);
+        assert!(costs(1e-4, 1e-3, 2e-3).balance(16.0).unwrap() > s);
+        // Clamped: a free engine takes everything, a hopeless one nothing.
+        assert_eq!(costs(1e-9, 1e-3, 1e-4).balance(16.0), Some(1.0));
+        assert_eq!(
+            costs(1.0, 1e-6, 0.0).balance(16.0).map(|s| s < 1e-3),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn an_unmeasured_route_is_explored_not_abandoned() {
+        let mut c = costs(1e-4, 1e-3, 0.0);
+        c.host = None;
+        assert_eq!(c.balance(16.0), Some(EXPLORE));
+        c.host = Some(1e-3);
+        c.engine = None;
+        assert_eq!(c.balance(16.0), Some(1.0 - EXPLORE));
+        c.engine = Some(1e-9);
+        c.eligible = Some(0.0);
+        assert_eq!(c.balance(16.0), None);
+        assert_eq!(Costs::default().balance(16.0), None);
+    }
+
+    #[test]
+    fn a_steered_share_follows_its_measures() {
+        let share = Share::auto(1.0, 4);
+        assert_eq!(share.steer(), None, "nothing measured");
+        // 64 tasks: each 1 ms on a worker, of which 0.8 ms a host phase
+        // for the 32 that took CUDA; the engine busy 1.6 ms for 32.
+        let busy = share.engine_busy().unwrap();
+        busy.enter(32);
+        std::thread::sleep(Duration::from_millis(2));
+        busy.exit();
+        for k in 0..64 {
+            let host = (k % 2 == 0).then_some(Duration::from_micros(800));
+            share.task(Duration::from_millis(1), true, host);
+        }
+        let (s, c) = share.steer().unwrap();
+        assert_eq!(s, share.get());
+        let want = c.balance(4.0).unwrap() as f32;
+        assert_eq!(s, want);
+        assert!(c.engine.unwrap() >= 2e-3 / 32.0);
+        assert!((c.host.unwrap() - 8e-4).abs() < 1e-9);
+        // Other work: 64 ms of tasks less 25.6 ms of host phases.
+        assert!((c.other.unwrap() - (64e-3 - 25.6e-3) / 64.0).abs() < 1e-9);
+        assert_eq!(c.eligible, Some(1.0));
+        // The window restarts empty.
+        assert_eq!(share.steer(), None);
+        // A fixed share never moves and routes by the draw.
+        let fixed = Share::fixed(0.25);
+        fixed.task(Duration::from_millis(1), true, None);
+        assert_eq!(fixed.steer(), None);
+        assert!(fixed.route(true, true, 0.2));
+        assert!(!fixed.route(true, true, 0.3));
+        assert!(!fixed.route(false, true, 0.2));
+        assert!(!fixed.route(true, false, 0.2));
+    }
 
     #[test]
     fn hardware_draws_are_pure_and_uniform() {

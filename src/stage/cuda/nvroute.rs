@@ -27,11 +27,9 @@ pub(crate) struct JpegJob {
     /// The part of the image the crops read, when smaller than the image:
     /// routes that can decode just this window do.
     pub(crate) roi: Option<Roi>,
-    /// Uniform in `[0, 1)`: the hardware engine takes the job (if it can)
-    /// when this is below the share.
-    pub(crate) route_draw: f64,
-    /// The header allows the hardware engine (`nvjpeg::hardware_takes`).
-    pub(crate) engine_ok: bool,
+    /// It goes to the hardware engine (decided by the worker that parsed
+    /// it, `nvjpeg::Share::route`); the engine may still refuse it.
+    pub(crate) to_engine: bool,
     /// The image's MCU size (`nvjpeg::mcu_size`).
     pub(crate) mcu: (u32, u32),
 }
@@ -200,14 +198,12 @@ pub(crate) struct NvRoute {
     /// workers could not start (no decoder free in time).
     cuda: DecoupledDecoder,
     cpu: crate::decode::CpuDecoder,
-    share: f32,
 }
 
 impl std::fmt::Debug for NvRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvRoute")
             .field("lanes", &self.lanes)
-            .field("share", &self.share)
             .finish_non_exhaustive()
     }
 }
@@ -222,19 +218,18 @@ pub(crate) struct RouteCounts {
 
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
-    /// most `batch` images a call, to which `share` of the images the
-    /// engine supports go; `timeline` hears of each lane call (its host
-    /// span and its GPU span); nvJPEG's memory for them is counted in
-    /// `ledger`. An error
-    /// when nvJPEG cannot be used at all.
+    /// most `batch` images a call; `timeline` hears of each lane call (its
+    /// host span and its GPU span), and `busy` counts them (the automatic
+    /// share's measure of the engine); nvJPEG's memory for them is counted
+    /// in `ledger`. An error when nvJPEG cannot be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
-        share: f32,
         batch: usize,
         lanes: usize,
         cpu: crate::decode::CpuDecoder,
         timeline: Option<&Arc<GpuTimeline>>,
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
+        busy: Option<Arc<crate::cuda::lanes::Busy>>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
         let meter = crate::decode::nvjpeg::Meter::new(ctx, ledger.clone());
@@ -278,6 +273,7 @@ impl NvRoute {
         } else {
             let observe = timeline.map(|t| t.observe().clone());
             let run = crate::cuda::lanes::observed(run_lane, observe);
+            let run = crate::cuda::lanes::counted(run, busy, Vec::len);
             Some(Lanes::new("gpufeed-engine", states, run)?)
         };
         Ok(NvRoute {
@@ -285,16 +281,11 @@ impl NvRoute {
             stats,
             cuda: DecoupledDecoder::new(ctx, 2, Some(&meter))?,
             cpu,
-            share,
         })
     }
 
     pub(crate) fn has_hardware(&self) -> bool {
         self.lanes.is_some()
-    }
-
-    pub(crate) fn share(&self) -> f32 {
-        self.share
     }
 
     /// The engine's batched-state (re)initializations and their time, and
@@ -378,14 +369,8 @@ impl CudaEngine {
             }
         }
         let engine = route.lanes.is_some();
-        let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) = (0..jobs.len()).partition(|&k| {
-            crate::decode::nvjpeg::to_engine(
-                engine,
-                jobs[k].engine_ok,
-                jobs[k].route_draw,
-                route.share,
-            )
-        });
+        let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) =
+            (0..jobs.len()).partition(|&k| engine && jobs[k].to_engine);
         let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
         counts.cuda += (to_cuda.len() - failed.len()) as u64;
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {

@@ -35,6 +35,9 @@ pub(super) fn row_json(r: &Run) -> Value {
         "queue_depth_batches": r.queue_depth_batches,
         "wait_fraction": r.wait_fraction,
         "limit": r.limit,
+        "decoded_hardware": r.stats.decoded_hardware,
+        "decoded_cuda": r.stats.decoded_cuda,
+        "decoded_cpu_fallback": r.stats.decoded_cpu_fallback,
     })
 }
 
@@ -100,6 +103,9 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             "decoder_peak_bytes": memory.decoder_peak_bytes,
             "launches": stats.launches,
             "host_augmented": stats.host_augmented,
+            "decoded_hardware": stats.decoded_hardware,
+            "decoded_cuda": stats.decoded_cuda,
+            "decoded_cpu_fallback": stats.decoded_cpu_fallback,
             "batch": args.batch,
             "readers": args.readers,
             "workers": workers,
@@ -235,6 +241,17 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             memory.device_bytes >> 20,
             memory.slots
         );
+        let nvjpeg = stats.decoded_hardware + stats.decoded_cuda;
+        if nvjpeg + stats.decoded_cpu_fallback > 0 {
+            println!(
+                "  nvJPEG route: {} on the engine, {} with CUDA ({:.1} % on the engine), {} on \
+                 the CPU after nvJPEG refused them",
+                stats.decoded_hardware,
+                stats.decoded_cuda,
+                100.0 * stats.decoded_hardware as f64 / nvjpeg.max(1) as f64,
+                stats.decoded_cpu_fallback
+            );
+        }
         if memory.decoder_peak_bytes > 0 {
             println!(
                 "  decoders (nvJPEG): {} MiB pinned + {} MiB device at the end, peak {} MiB",
