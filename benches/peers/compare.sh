@@ -18,6 +18,8 @@ epochs=${2:-5}
 out=${3:-target/peers}
 mkdir -p "$out"
 cores=$(nproc)
+# DALI carried in parts and installed there (scripts/dali-parts.sh --install).
+if [ -d /tmp/site/nvidia/dali ]; then export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}; fi
 if [ -x dist/gpu/bin/gpufeed ] && ! command -v cargo >/dev/null; then
   gpufeed=dist/gpu/bin/gpufeed   # the GPU bundle on a machine without Rust
 else
