@@ -526,5 +526,4 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
 }
 
 mod nvroute;
-pub(crate) use nvroute::decode_on_cpu;
 pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

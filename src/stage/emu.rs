@@ -101,7 +101,7 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
             img.data.reserve(want.saturating_sub(img.data.len()));
             // The ledger has no limit: the charge always goes through.
             let _ = ledger.charge(Kind::Pinned, (img.data.capacity() - before) as u64);
-            super::cuda::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
+            super::handoff::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
             let whole = crate::decode::nvjpeg::Roi {
                 x: 0,
                 y: 0,

@@ -165,7 +165,7 @@ impl WorkerDecode {
             }
             WorkerDecodeKind::Off => Ok(None),
             WorkerDecodeKind::Emu => {
-                super::cuda::decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
+                decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;
                 let whole = Roi {
                     x: 0,
@@ -209,4 +209,25 @@ pub(crate) struct Placed {
     pub(super) width: u32,
     pub(super) height: u32,
     pub(super) params: Vec<SampleParams>,
+}
+
+/// Decode `bytes` on the CPU into `img`, which must come out at `size`
+/// (the header's, which the arena space was sized for): the route for
+/// what nvJPEG refuses, the emulated device's engine and its workers'
+/// stand-in for the CUDA route.
+pub(crate) fn decode_on_cpu(
+    bytes: &[u8],
+    size: (u32, u32),
+    cpu: &mut crate::decode::CpuDecoder,
+    img: &mut crate::decode::Image,
+) -> std::result::Result<(), crate::error::SampleError> {
+    let h = crate::jpeg::parse_header(bytes, u64::MAX)?;
+    cpu.decode(bytes, &h, img)?;
+    if (img.width, img.height) != size {
+        return Err(crate::error::SampleError::Corrupt(format!(
+            "decoded {}x{}, header says {}x{}",
+            img.width, img.height, size.0, size.1
+        )));
+    }
+    Ok(())
 }

@@ -48,27 +48,8 @@ impl JpegJob {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> std::result::Result<(), crate::error::SampleError> {
-        decode_on_cpu(&self.bytes, (self.width, self.height), cpu, img)
+        super::super::handoff::decode_on_cpu(&self.bytes, (self.width, self.height), cpu, img)
     }
-}
-
-/// Decode `bytes` on the CPU into `img`, which must come out at `size`
-/// (the header's, which the arena space was sized for).
-pub(crate) fn decode_on_cpu(
-    bytes: &[u8],
-    size: (u32, u32),
-    cpu: &mut crate::decode::CpuDecoder,
-    img: &mut crate::decode::Image,
-) -> std::result::Result<(), crate::error::SampleError> {
-    let h = crate::jpeg::parse_header(bytes, u64::MAX)?;
-    cpu.decode(bytes, &h, img)?;
-    if (img.width, img.height) != size {
-        return Err(crate::error::SampleError::Corrupt(format!(
-            "decoded {}x{}, header says {}x{}",
-            img.width, img.height, size.0, size.1
-        )));
-    }
-    Ok(())
 }
 
 /// Per engine lane: its decoder's state (re)initializations and decode
