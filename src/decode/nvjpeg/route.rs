@@ -3,7 +3,7 @@
 //! the CPU decoder, or nvJPEG ([`gpu_routable`]); of nvJPEG's, whether the
 //! hardware engine could take it ([`hardware_takes`]). From the sample
 //! alone: whether it goes to the engine, by a draw below the share
-//! ([`hardware_draw`], [`to_engine`]). The rest of nvJPEG's images take
+//! ([`hardware_draw`], [`Share::route`]). The rest of nvJPEG's images take
 //! CUDA; what a route refuses or fails at falls back to the next (engine,
 //! CUDA, CPU), in `stage/cuda/nvroute.rs`. The share itself, fixed or
 //! steered ([`Share`]).
@@ -68,14 +68,6 @@ pub(crate) fn gpu_routable(h: &crate::jpeg::JpegHeader, apply_orientation: bool)
     takes(h) && (!apply_orientation || h.orientation == crate::jpeg::Orientation::Normal)
 }
 
-/// Whether an image goes to the hardware engine: the pipeline uses an
-/// engine, the image's header allows it ([`hardware_takes`]) and its draw
-/// ([`hardware_draw`]) is below the share. Workers (which begin the rest
-/// on CUDA), the batch thread and the decode benchmark all ask this.
-pub(crate) fn to_engine(engine: bool, engine_ok: bool, draw: f64, share: f32) -> bool {
-    engine && engine_ok && draw < f64::from(share)
-}
-
 /// A uniform draw in `[0, 1)` for sample `index` of `epoch`: the sample goes
 /// to the hardware JPEG engine (when the engine takes it) iff the draw is
 /// below the hardware share. The two nvJPEG backends round differently, so
@@ -104,7 +96,7 @@ pub(crate) struct Share {
 }
 
 /// What the automatic share measures, and its estimates.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Auto {
     workers: f64,
     /// The engine lanes' calls (`cuda::lanes::counted`).
@@ -212,13 +204,7 @@ impl Share {
             bits: AtomicU32::new(start.to_bits()),
             auto: Some(Auto {
                 workers: workers.max(1) as f64,
-                engine: Arc::default(),
-                task_ns: AtomicU64::new(0),
-                host_ns: AtomicU64::new(0),
-                tasks: AtomicU64::new(0),
-                eligible: AtomicU64::new(0),
-                hosted: AtomicU64::new(0),
-                est: Mutex::new(Costs::default()),
+                ..Auto::default()
             }),
         }
     }
@@ -232,11 +218,12 @@ impl Share {
         self.auto.as_ref().map(|a| a.engine.clone())
     }
 
-    /// The route of one image, decided once, on the worker that parsed it:
-    /// the engine iff the pipeline has one, the header allows it and the
-    /// sample's draw is below the share now.
+    /// The route of one image, decided once, on the worker that parsed it
+    /// (or by the decode benchmark): the engine iff the pipeline has one,
+    /// the header allows it ([`hardware_takes`]) and the sample's draw
+    /// ([`hardware_draw`]) is below the share now.
     pub(crate) fn route(&self, engine: bool, engine_ok: bool, draw: f64) -> bool {
-        to_engine(engine, engine_ok, draw, self.get())
+        engine && engine_ok && draw < f64::from(self.get())
     }
 
     /// One worker task: its time, whether the engine supported its image
