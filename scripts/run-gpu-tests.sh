@@ -160,6 +160,11 @@ for phase in "${phases[@]}"; do
       # `auto`: the steered share (issue 16, item 3), starting at 1.
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
+      # The engine alone, its share of a batch split into 1, 2 or 4 calls
+      # in flight at once on their own streams (issue 16, item 2): whether
+      # several calls raise its rate.
+      step decode-bench-engine-calls 90 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 20 --hardware-share 1 --engine-calls 1,2,4
       # The CUDA route with its host phases on the decoding thread alone.
       step decode-bench-1thread 60 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 5 \
         --hardware-share 0 --threads 0

@@ -277,9 +277,14 @@ fn decode_bench_needs_a_gpu_and_says_so() {
             "2",
             "--hardware-share",
             "0,auto,1",
+            "--engine-calls",
+            "1,2",
         ],
-        "CPU-ms per image",
+        "2 engine call(s) per batch",
     );
+    let (code, _, err) = gpufeed(&["decode-bench", "--engine-calls", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("engine-calls"), "the flag is named: {err}");
 }
 
 fn bench_sweeps_settings_and_writes_json_and_csv() {

@@ -23,6 +23,8 @@ pub struct DecodeBench {
     threads: usize,
     pool: std::sync::Arc<crate::decode::nvjpeg::DecoderPool>,
     share: crate::decode::nvjpeg::Share,
+    /// Engine calls per batch, each on a lane of its own, in flight at once.
+    engine_calls: usize,
 }
 
 impl std::fmt::Debug for DecodeBench {
@@ -43,13 +45,17 @@ impl DecodeBench {
     /// time, `hardware_share` of the engine-supported ones on the engine
     /// (`None`: the pipeline's automatic share, starting at 1), the CUDA
     /// route's host phases on `threads` threads (0: all on the calling
-    /// thread).
+    /// thread). The engine's share of a batch goes out as `engine_calls`
+    /// calls of about equal size, each to a lane (stream and engine state)
+    /// of its own, all in flight at once: whether several calls raise the
+    /// engine's rate (issue 16, item 2).
     pub fn new(
         index: usize,
         files: &[Vec<u8>],
         batch: usize,
         hardware_share: Option<f32>,
         threads: usize,
+        engine_calls: usize,
     ) -> Result<DecodeBench> {
         let mut jpegs = Vec::new();
         for bytes in files {
@@ -61,9 +67,10 @@ impl DecodeBench {
                 jpegs.push((bytes.clone(), h.width, h.height, engine_ok));
             }
         }
-        if jpegs.is_empty() || batch == 0 {
+        if jpegs.is_empty() || batch == 0 || engine_calls == 0 {
             return Err(Error::Config(
-                "the decode benchmark needs nvJPEG-routable JPEGs and a batch".into(),
+                "the decode benchmark needs nvJPEG-routable JPEGs, a batch and an engine call"
+                    .into(),
             ));
         }
         // A batch never holds one image twice: its bytes move into the
@@ -86,11 +93,13 @@ impl DecodeBench {
             Some(s) => crate::decode::nvjpeg::Share::fixed(s),
             None => crate::decode::nvjpeg::Share::auto(1.0, threads),
         };
-        // One batch at a time: one engine lane.
+        // One batch at a time: a lane per engine call.
         // Counted, not bounded: the benchmark measures the routes' speed.
         let ledger = std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX));
         let busy = share.engine_busy();
-        let route = super::cuda::NvRoute::new(&engine, batch, 1, cpu, None, &ledger, busy)?;
+        let call = batch.div_ceil(engine_calls);
+        let route =
+            super::cuda::NvRoute::new(&engine, call, engine_calls, cpu, None, &ledger, busy)?;
         let pool = crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger)?;
         Ok(DecodeBench {
             threads,
@@ -103,6 +112,7 @@ impl DecodeBench {
             next: 0,
             counts: Default::default(),
             share,
+            engine_calls,
         })
     }
 
@@ -164,17 +174,18 @@ impl DecodeBench {
         }
         let first = self.next;
         self.next = (self.next + self.batch) % n;
-        let (engine_ks, engine_jobs): (Vec<usize>, Vec<_>) = to_engine.into_iter().unzip();
-        let sub = if engine_jobs.is_empty() {
-            None
-        } else {
-            Some(self.engine.submit_jpegs(
-                &self.arena,
-                engine_jobs,
-                &mut self.route,
-                &mut self.counts,
-            )?)
-        };
+        // The engine's share in `engine_calls` parts; the lanes take
+        // submissions in turn, so each part has a lane to itself.
+        let per_call = to_engine.len().div_ceil(self.engine_calls).max(1);
+        let mut subs = Vec::new();
+        let mut to_engine = to_engine.into_iter().peekable();
+        while to_engine.peek().is_some() {
+            let (ks, jobs): (Vec<usize>, Vec<_>) = to_engine.by_ref().take(per_call).unzip();
+            let sub =
+                self.engine
+                    .submit_jpegs(&self.arena, jobs, &mut self.route, &mut self.counts)?;
+            subs.push((ks, sub));
+        }
         // The CUDA route's host phases on the threads (the pipeline's
         // workers), their device phases here; what fails goes through
         // `decode_jpegs` as on the batch thread.
@@ -207,14 +218,14 @@ impl DecodeBench {
             }
         }
         let mut outcomes = Vec::new();
-        if let Some(sub) = sub {
+        for (ks, sub) in subs {
             let (out, back) = self.engine.complete_jpegs(
                 &mut self.arena,
                 sub,
                 &mut self.route,
                 &mut self.counts,
             )?;
-            outcomes.extend(engine_ks.into_iter().zip(out.into_iter().zip(back)));
+            outcomes.extend(ks.into_iter().zip(out.into_iter().zip(back)));
         }
         // Ends with a wait for the device: every route's writes are done.
         let (out, back) =

@@ -25,6 +25,12 @@ pub(crate) struct Args {
     /// workers do (0: all on the decoding thread). Default: one per core.
     #[arg(long)]
     threads: Option<usize>,
+    /// Engine calls per batch, one measurement each: the engine's share of
+    /// a batch split into this many calls, each on a stream and engine
+    /// state of its own, all in flight at once (issue 16, item 2).
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64],
+          value_parser = clap::value_parser!(u64).range(1..=64))]
+    engine_calls: Vec<u64>,
     /// Print one JSON array.
     #[arg(long)]
     json: bool,
@@ -54,7 +60,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let mut rows = Vec::new();
-    for &share in &args.hardware_share {
+    let runs = args
+        .hardware_share
+        .iter()
+        .flat_map(|&s| args.engine_calls.iter().map(move |&c| (s, c as usize)));
+    for (share, calls) in runs {
         let threads = args
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -68,6 +78,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             args.common.batch,
             fixed,
             threads,
+            calls,
         )?;
         for _ in 0..2 {
             b.run_batch()?;
@@ -95,7 +106,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let row = serde_json::json!({
             "backend": b.describe(), "hardware_share": share.to_string(),
             "share_at_end": b.share(), "batch": args.common.batch,
-            "threads": threads,
+            "threads": threads, "engine_calls": calls,
             "images": images, "seconds": secs, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
@@ -104,7 +115,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         });
         if !args.json {
             println!(
-                "{}: share {share}{}, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
+                "{}: share {share}{}, {calls} engine call(s) per batch, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
                  (hardware {hw}, CUDA {cuda}, CPU {cpu_fb}; engine state re-initialized {inits} \
                  times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
                 b.describe(),
