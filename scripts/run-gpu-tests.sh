@@ -109,6 +109,8 @@ for phase in "${phases[@]}"; do
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step interop 60 "$bin/test-interop" gpu_ --nocapture
+      # The automatic share with a slow trainer ends on the engine.
+      GPUFEED_SHARE_LOG=1 step auto-share 60 "$bin/test-auto_share" gpu_ --nocapture
       # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
@@ -194,6 +196,12 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share 120 "$bin/gpufeed" bench "$data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --sweep hardware-share=auto,1 \
         --sweep in-flight=2,3 --out "$logs/auto-share"
+      # With a trainer step of 40 ms per batch (6,400 img/s) the pipeline
+      # is not the bottleneck: auto should lean to the engine and cost the
+      # CPU-ms per image of share 1, not of the balance.
+      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share-trainer 120 "$bin/gpufeed" bench "$data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 3 --consumer-ms 40 \
+        --sweep hardware-share=auto,0.5,1 --out "$logs/auto-share-trainer"
       # Issue 16: batches decoding at once (the default, 3, is unmeasured)
       # against the share, and one timeline to open in Perfetto.
       step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \

@@ -46,8 +46,6 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_batches_in_flight_change_nothing,
     #[cfg(feature = "kernel-emu")]
-    emu_automatic_share_moves_and_changes_no_pixel,
-    #[cfg(feature = "kernel-emu")]
     emu_slots_are_fixed,
     gpu_slots_are_fixed,
     #[cfg(feature = "kernel-emu")]
@@ -403,45 +401,6 @@ fn emu_batches_in_flight_change_nothing() {
             }
         }
     }
-}
-
-/// Issue 16, item 3: the automatic share, starting at 1, moves once it
-/// has measured (toward the unmeasured CUDA route first) and, on the
-/// emulated device, whose routes decode alike, changes no bit of any
-/// batch over the epochs it moves in.
-#[cfg(feature = "kernel-emu")]
-fn emu_automatic_share_moves_and_changes_no_pixel() {
-    let build = |device, auto| {
-        let b = base(sample(), device).gpu_decode(true);
-        b.hardware_decode_share(1.0)
-            .hardware_decode_share_auto(auto)
-            .build()
-            .unwrap()
-    };
-    let mut cpu = build(Device::Cpu, false);
-    let mut fixed = build(Device::Emulated, false);
-    let mut auto = build(Device::Emulated, true);
-    // 28 samples an epoch; the share moves at most once per 64 tasks.
-    for epoch in 0..8 {
-        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
-        for p in [&mut fixed, &mut auto] {
-            // Compared as they come: the trainer may hold only a few.
-            let mut n = 0;
-            for (b, (g, w)) in p.epoch(epoch).zip(&want).enumerate() {
-                let (g, what) = (g.unwrap(), format!("epoch {epoch} batch {b}"));
-                assert_eq!(g.keys(), w.keys(), "{what}");
-                close(&g.images().to_host().unwrap(), w.images(), true, &what);
-                n += 1;
-            }
-            assert_eq!(n, want.len(), "epoch {epoch}");
-        }
-    }
-    let (f, a) = (fixed.stats(), auto.stats());
-    let nvjpeg = |s: &gpufeed::pipeline::Stats| s.decoded_hardware + s.decoded_cuda;
-    assert_eq!(nvjpeg(&f), nvjpeg(&a), "{f:?}\n{a:?}");
-    assert!(a.decoded_hardware > 0, "{a:?}");
-    // With share 1 fixed, only what the engine cannot take goes to CUDA.
-    assert!(a.decoded_cuda > f.decoded_cuda, "{f:?}\n{a:?}");
 }
 
 /// The trainer may keep `prefetch + 1` batches; asking for one more while

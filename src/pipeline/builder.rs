@@ -387,6 +387,10 @@ impl PipelineBuilder {
     /// both routes finish a batch together
     /// (`decode::nvjpeg` `Costs::balance` has the formula). Until both
     /// routes have been measured the share stays within 1/16 of 0 and 1.
+    /// When the trainer, not the pipeline, sets the pace, it goes further
+    /// toward the engine, as far as the engine keeps up with 20 % to
+    /// spare (`Costs::share`): each image the engine takes instead of CUDA
+    /// saves a worker its Huffman decoding (issue 16, item 4).
     ///
     /// Default false. The crops, flips and every other draw stay functions
     /// of `(seed, epoch, sample)`, but which nvJPEG decoder produces an

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Whether nvJPEG's CUDA decoders take an image with this header: 8-bit
 /// Huffman DCT (baseline, extended, progressive), gray or YCbCr in one of
@@ -109,23 +109,37 @@ struct Auto {
     /// Engine-supported images, and those of them begun on a worker.
     eligible: AtomicU64,
     hosted: AtomicU64,
-    est: Mutex<Costs>,
+    est: Mutex<Estimates>,
+}
+
+/// The smoothed costs, and when the window they were last folded from
+/// ended (`None` before the first: the pipeline's start-up is no pace).
+#[derive(Debug, Default)]
+struct Estimates {
+    costs: Costs,
+    since: Option<Instant>,
 }
 
 /// Seconds per image, smoothed: the engine's (busy time per image it
 /// took), a worker's CUDA host phase per engine-supported image, and a
-/// worker's other work per task; and the engine-supported share of tasks.
+/// worker's other work per task; the engine-supported share of tasks; and
+/// the pace, wall seconds per task, at which tasks were done.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub(crate) struct Costs {
     pub(crate) engine: Option<f64>,
     pub(crate) host: Option<f64>,
     pub(crate) other: Option<f64>,
     pub(crate) eligible: Option<f64>,
+    pub(crate) pace: Option<f64>,
 }
 
 /// Before both routes have been measured, the automatic share stays this
 /// far from 0 and 1, so that each route decodes some images.
 pub(crate) const EXPLORE: f64 = 1.0 / 16.0;
+
+/// The engine's busy fraction the share leans to when something else sets
+/// the pace ([`Costs::share`]): room for bursts, as at an epoch's start.
+pub(crate) const ENGINE_HEADROOM: f64 = 0.8;
 
 impl Costs {
     /// The share that balances the two routes: the engine, at `engine`
@@ -163,6 +177,35 @@ impl Costs {
         Some(s.clamp(lo, hi))
     }
 
+    /// The share to set: the [`balance`](Self::balance), or more when the
+    /// pipeline is not the bottleneck. When the trainer (or anything but
+    /// the two routes) sets the pace, tasks come in slower than either
+    /// route could take them, and the engine alone can keep up at the
+    /// share where it is busy `ENGINE_HEADROOM` of the time:
+    ///
+    /// ```text
+    /// s · e · engine = ENGINE_HEADROOM · pace
+    /// ```
+    ///
+    /// Every image moved from CUDA to the engine saves a worker's host
+    /// phase (about 1 CPU-ms on an H100; issue 16, item 4), so the share
+    /// is the larger of the two, at most 1. When the routes set the pace,
+    /// the engine is busy all of it at the balance and the lean is
+    /// `ENGINE_HEADROOM` times the balance, below it; a share above the
+    /// balance that the engine cannot keep up with makes the pace the
+    /// engine's, and each move then takes the share down by that factor
+    /// until the balance holds again. Only once both routes are measured.
+    pub(crate) fn share(&self, workers: f64) -> Option<f64> {
+        let b = self.balance(workers)?;
+        let lean = match (self.pace, self.engine, self.host, self.eligible) {
+            (Some(pace), Some(engine), Some(_), Some(e)) if engine > 0.0 && e > 0.0 => {
+                ENGINE_HEADROOM * pace / (e * engine)
+            }
+            _ => return Some(b),
+        };
+        Some(b.max(lean.min(1.0)))
+    }
+
     /// Fold one window's measures in (halving the old estimates' weight).
     fn fold(&mut self, now: Costs) {
         let mix = |old: Option<f64>, new: Option<f64>| match (old, new) {
@@ -174,6 +217,7 @@ impl Costs {
             host: mix(self.host, now.host),
             other: mix(self.other, now.other),
             eligible: mix(self.eligible, now.eligible),
+            pace: mix(self.pace, now.pace),
         };
     }
 }
@@ -241,11 +285,16 @@ impl Share {
         }
     }
 
-    /// Move the share to the balance of what was measured since the last
-    /// move, once enough tasks came in (the batch thread, once a batch).
-    /// Returns the estimates when it moved; with `GPUFEED_SHARE_LOG=1`
-    /// each move is printed, for tuning on a GPU box.
+    /// Move the share to [`Costs::share`] of what was measured since the
+    /// last move, once enough tasks came in (the batch thread, once a
+    /// batch). Returns the estimates when it moved; with
+    /// `GPUFEED_SHARE_LOG=1` each move is printed, for tuning on a GPU box.
     pub(crate) fn steer(&self) -> Option<(f32, Costs)> {
+        self.steer_at(Instant::now())
+    }
+
+    /// [`steer`](Self::steer), with the window ending at `now`.
+    fn steer_at(&self, now: Instant) -> Option<(f32, Costs)> {
         let a = self.auto.as_ref()?;
         if a.tasks.load(Relaxed) < WINDOW_TASKS {
             return None;
@@ -257,24 +306,28 @@ impl Share {
         let eligible = a.eligible.swap(0, Relaxed);
         let (busy, taken) = a.engine.take();
         let per = |s: f64, n: u64| (n > 0).then(|| s / n as f64);
-        let now = Costs {
+        let mut est = a.est.lock().unwrap_or_else(|p| p.into_inner());
+        let wall = est.since.replace(now).map(|t| now.duration_since(t));
+        let window = Costs {
             engine: per(busy.as_secs_f64(), taken),
             host: per(host_s, hosted),
             other: per(task_s - host_s, tasks).map(|o| o.max(0.0)),
             eligible: Some(eligible as f64 / tasks as f64),
+            pace: wall.and_then(|w| per(w.as_secs_f64(), tasks)),
         };
-        let mut est = a.est.lock().unwrap_or_else(|p| p.into_inner());
-        est.fold(now);
-        let s = est.balance(a.workers)? as f32;
+        let est = &mut est.costs;
+        est.fold(window);
+        let s = est.share(a.workers)? as f32;
         self.bits.store(s.to_bits(), Relaxed);
         if log() {
             let ms = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.3}", v * 1e3));
             eprintln!(
                 "gpufeed: engine share {s:.3} (ms per image: engine {}, host phase {}, other \
-                 work {}; engine-supported {})",
+                 work {}, pace {}; engine-supported {})",
                 ms(est.engine),
                 ms(est.host),
                 ms(est.other),
+                ms(est.pace),
                 est.eligible.map_or("?".into(), |e| format!("{e:.2}")),
             );
         }
@@ -284,8 +337,8 @@ impl Share {
 
 #[cfg(test)]
 mod tests {
-    use super::{Costs, EXPLORE, Share, hardware_draw};
-    use std::time::Duration;
+    use super::{Costs, ENGINE_HEADROOM, EXPLORE, Share, hardware_draw};
+    use std::time::{Duration, Instant};
 
     /// Costs of a two-route machine: per image, the engine's seconds, a
     /// worker's CUDA host phase, a worker's other work.
@@ -295,6 +348,7 @@ mod tests {
             host: Some(host),
             other: Some(other),
             eligible: Some(1.0),
+            pace: None,
         }
     }
 
@@ -318,6 +372,42 @@ mod tests {
             costs(1.0, 1e-6, 0.0).balance(16.0).map(|s| s < 1e-3),
             Some(true)
         );
+    }
+
+    #[test]
+    fn a_slow_trainer_moves_the_share_to_the_engine() {
+        // The machine of the test above: balance between 0.4 and 0.5.
+        let c = costs(1e-4, 1e-3, 2e-4);
+        let b = c.balance(16.0).unwrap();
+        // The routes set the pace: the engine is busy all of it at the
+        // balance, so the lean is below the balance and changes nothing.
+        let at = |pace| {
+            Costs {
+                pace: Some(pace),
+                ..c
+            }
+            .share(16.0)
+            .unwrap()
+        };
+        assert_eq!(at(b * 1e-4), b);
+        // A trainer at twice that pace: the engine alone keeps up with
+        // more, to where it is busy ENGINE_HEADROOM of the time.
+        let s = at(2.0 * b * 1e-4);
+        assert!((s - ENGINE_HEADROOM * 2.0 * b).abs() < 1e-12, "{s} vs {b}");
+        assert!(s > b);
+        // A slow trainer: everything the engine supports goes to it.
+        assert_eq!(at(1e-3), 1.0);
+        // With a share above what the engine keeps up with, the pace is
+        // the engine's and the lean goes down by the headroom per move.
+        let over = 0.9 * 1e-4;
+        assert!((at(over) - ENGINE_HEADROOM * 0.9).abs() < 1e-12);
+        // No lean while a route is unmeasured: exploring comes first.
+        let unmeasured = Costs {
+            host: None,
+            pace: Some(1.0),
+            ..c
+        };
+        assert_eq!(unmeasured.share(16.0), Some(EXPLORE));
     }
 
     #[test]
@@ -359,6 +449,16 @@ mod tests {
         assert_eq!(c.eligible, Some(1.0));
         // The window restarts empty.
         assert_eq!(share.steer(), None);
+        // The next window knows its pace: 64 tasks in 6.4 s, far slower
+        // than the engine's 0.06 ms or so per image, so it takes them all.
+        for k in 0..64 {
+            let host = (k % 2 == 0).then_some(Duration::from_micros(800));
+            share.task(Duration::from_millis(1), true, host);
+        }
+        let later = Instant::now() + Duration::from_millis(6_400);
+        let (s, c) = share.steer_at(later).unwrap();
+        assert!(c.pace.unwrap() >= 0.1 * 0.5, "{c:?}");
+        assert_eq!(s, 1.0, "{c:?}");
         // A fixed share never moves and routes by the draw.
         let fixed = Share::fixed(0.25);
         fixed.task(Duration::from_millis(1), true, None);
