@@ -207,6 +207,10 @@ impl Costs {
     }
 
     /// Fold one window's measures in (halving the old estimates' weight).
+    /// The pace is the last window's alone: a trainer's pause (an
+    /// evaluation between epochs) makes one window's pace huge, and a
+    /// smoothed pace would keep the share leaning to the engine for many
+    /// moves after the pipeline is the bottleneck again.
     fn fold(&mut self, now: Costs) {
         let mix = |old: Option<f64>, new: Option<f64>| match (old, new) {
             (Some(o), Some(n)) => Some(0.5 * o + 0.5 * n),
@@ -217,7 +221,7 @@ impl Costs {
             host: mix(self.host, now.host),
             other: mix(self.other, now.other),
             eligible: mix(self.eligible, now.eligible),
-            pace: mix(self.pace, now.pace),
+            pace: now.pace.or(self.pace),
         };
     }
 }
@@ -401,6 +405,18 @@ mod tests {
         // the engine's and the lean goes down by the headroom per move.
         let over = 0.9 * 1e-4;
         assert!((at(over) - ENGINE_HEADROOM * 0.9).abs() < 1e-12);
+        // After a pause (a window at a slow pace), the next window's pace
+        // alone counts: back to the balance at once.
+        let mut est = Costs {
+            pace: Some(1.0),
+            ..c
+        };
+        assert_eq!(est.share(16.0), Some(1.0));
+        est.fold(Costs {
+            pace: Some(b * 1e-4),
+            ..c
+        });
+        assert_eq!(est.share(16.0), Some(b));
         // No lean while a route is unmeasured: exploring comes first.
         let unmeasured = Costs {
             host: None,
@@ -457,8 +473,18 @@ mod tests {
         }
         let later = Instant::now() + Duration::from_millis(6_400);
         let (s, c) = share.steer_at(later).unwrap();
-        assert!(c.pace.unwrap() >= 0.1 * 0.5, "{c:?}");
+        assert!(c.pace.unwrap() >= 0.1, "{c:?}");
         assert_eq!(s, 1.0, "{c:?}");
+        // A pause is forgotten at the next window: 64 tasks in 6.4 ms.
+        for k in 0..64 {
+            let host = (k % 2 == 0).then_some(Duration::from_micros(800));
+            share.task(Duration::from_millis(1), true, host);
+        }
+        let (s, c) = share
+            .steer_at(later + Duration::from_micros(6_400))
+            .unwrap();
+        assert!((c.pace.unwrap() - 1e-4).abs() < 1e-9, "{c:?}");
+        assert_eq!(s, share.get());
         // A fixed share never moves and routes by the draw.
         let fixed = Share::fixed(0.25);
         fixed.task(Duration::from_millis(1), true, None);
