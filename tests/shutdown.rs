@@ -2,6 +2,8 @@
 //! batches in flight and with the consumer still holding batches. Every
 //! drop must return promptly (a watchdog aborts on a hang), and at the end
 //! the thread count is back to where it started and RSS has not grown.
+//! And an `Epoch` leaked with `mem::forget` hangs neither the next epoch
+//! nor the pipeline's drop, and keeps no slot.
 //! Its own binary, run one test at a time, so no other test's threads are
 //! counted.
 
@@ -22,7 +24,79 @@ const HANG: Duration = Duration::from_secs(120);
 common::serial_tests!(
     two_hundred_create_iterate_drop_cycles,
     gpu_two_hundred_create_iterate_drop_cycles,
+    a_leaked_epoch_hangs_nothing,
+    gpu_a_leaked_epoch_hangs_nothing,
 );
+
+fn a_leaked_epoch_hangs_nothing() {
+    #[cfg_attr(not(feature = "kernel-emu"), allow(unused_mut))]
+    let mut d = vec![Device::Cpu];
+    #[cfg(feature = "kernel-emu")]
+    d.push(Device::Emulated);
+    for device in d {
+        within(HANG, move || leaked_epoch(device));
+    }
+}
+
+fn gpu_a_leaked_epoch_hangs_nothing() -> common::Outcome {
+    common::need_gpu()?;
+    within(HANG, || leaked_epoch(Device::Cuda(0)));
+    Ok(())
+}
+
+/// Run `f` on a thread of its own; a failure if it has not returned within
+/// `limit` (a hang fails the test instead of stalling the run).
+fn within(limit: Duration, f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(limit) {
+        Ok(()) => t.join().unwrap(),
+        // `f` panicked: its message is the failure.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(e) = t.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hung for {limit:?}"),
+    }
+}
+
+/// `mem::forget` of an `Epoch` is safe Rust: the next epoch, and the
+/// pipeline's drop, must end it instead of waiting on it forever, and the
+/// slots its batches made ahead hold must come back.
+fn leaked_epoch(device: Device) {
+    let prefetch = 2;
+    let mut p = Pipeline::builder()
+        .source(Source::image_folder(common::sample_dir()).unwrap())
+        .device(device)
+        .batch_size(4)
+        .prefetch(prefetch)
+        .output_size(16, 16)
+        .build()
+        .unwrap();
+    let mut e = p.epoch(0);
+    drop(e.next().unwrap().unwrap());
+    // Batches made ahead wait in it, holding their slots.
+    while e.ready() < prefetch {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::mem::forget(e);
+    // The trainer may hold `prefetch + 1` batches: every slot is back.
+    let mut e = p.epoch(1);
+    let held: Vec<_> = (0..=prefetch).map(|_| e.next().unwrap().unwrap()).collect();
+    let first: usize = held.iter().map(|b| b.len()).sum();
+    drop(held);
+    let rest: usize = e.map(|b| b.unwrap().len()).sum();
+    assert_eq!(first + rest, 28, "{device:?}");
+    // Leaked again, mid-way; then the pipeline is dropped.
+    let mut e = p.epoch(2);
+    drop(e.next().unwrap().unwrap());
+    std::mem::forget(e);
+    drop(p);
+}
 
 fn two_hundred_create_iterate_drop_cycles() {
     #[cfg_attr(not(feature = "kernel-emu"), allow(unused_mut))]

@@ -180,8 +180,13 @@ impl<'a> Assembly<'a> {
                 Ok(None) => (Msg::End, true),
                 Err(e) => (Msg::Batch(Err(e)), true),
             };
-            // A send fails only when the trainer dropped its Epoch.
-            if self.out.send(msg).is_err() || last {
+            // The send fails when the trainer dropped its Epoch; the
+            // cancel covers one leaked instead (`Pipeline::end_epoch`).
+            let sent = crossbeam_channel::select! {
+                send(self.out, msg) -> r => r.is_ok(),
+                recv(self.cancel) -> _ => false,
+            };
+            if !sent || last {
                 return;
             }
             self.queued.fetch_add(1, Ordering::AcqRel);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::Pipeline;
 use super::assemble::{Msg, Start};
@@ -24,17 +24,57 @@ pub struct Epoch<'a> {
     p: &'a mut Pipeline,
     out: Option<Receiver<Msg>>,
     queued: Arc<AtomicIsize>,
-    /// Dropped to tell the batch thread that the epoch is abandoned.
-    cancel: Option<Sender<()>>,
-    idle: Receiver<()>,
     finished: bool,
     epoch: u64,
     /// Batches yielded so far.
     yielded: u64,
 }
 
+/// The ends of the running epoch's channels that the pipeline keeps, not
+/// the [`Epoch`]: an `Epoch` leaked (`mem::forget` is safe Rust) would
+/// otherwise leave the batch thread waiting to hand it a batch forever,
+/// and the next epoch, or the pipeline's drop, waiting for the batch
+/// thread.
+pub(super) struct LiveEpoch {
+    /// Dropped to tell the batch thread that the epoch is abandoned.
+    cancel: Sender<()>,
+    /// The batch thread's word that it has let the epoch go.
+    idle: Receiver<()>,
+    /// The batches, for dropping those not taken (their slots come back).
+    out: Receiver<Msg>,
+}
+
+impl Pipeline {
+    /// End the epoch on the batch thread, if one runs: workers skip what
+    /// is still queued for it, the batch thread drains what is in flight
+    /// and puts its slot back, and batches made ahead and not taken are
+    /// dropped, so the next epoch starts with empty queues and every slot.
+    pub(super) fn end_epoch(&mut self) {
+        let Some(live) = self.live.take() else { return };
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        drop(live.cancel);
+        loop {
+            select! {
+                recv(live.out) -> m => {
+                    if m.is_err() {
+                        // The batch thread is done with the epoch, or gone.
+                        let _ = live.idle.recv();
+                        break;
+                    }
+                }
+                recv(live.idle) -> _ => break,
+            }
+        }
+        while let Ok(m) = live.out.try_recv() {
+            drop(m);
+        }
+    }
+}
+
 impl<'a> Epoch<'a> {
     pub(super) fn new(p: &'a mut Pipeline, epoch: u64, position: usize) -> Epoch<'a> {
+        // An epoch whose `Epoch` was leaked, not dropped, ends here.
+        p.end_epoch();
         let (out_tx, out) = bounded(p.shared.config.prefetch);
         let (cancel, cancel_rx) = bounded(0);
         let (idle_tx, idle) = bounded(1);
@@ -48,13 +88,17 @@ impl<'a> Epoch<'a> {
             idle: idle_tx,
         };
         // A batch thread that is gone shows as a disconnected `out` below.
-        let _ = p.starts.as_ref().map(|s| s.send(start));
+        if p.starts.as_ref().is_some_and(|s| s.send(start).is_ok()) {
+            p.live = Some(LiveEpoch {
+                cancel,
+                idle,
+                out: out.clone(),
+            });
+        }
         Epoch {
             p,
             out: Some(out),
             queued,
-            cancel: Some(cancel),
-            idle,
             finished: false,
             epoch,
             yielded: 0,
@@ -144,12 +188,7 @@ impl Iterator for Epoch<'_> {
 
 impl Drop for Epoch<'_> {
     fn drop(&mut self) {
-        // Workers skip what is still queued from here on; the batch thread
-        // sees the cancel, drains what is in flight, puts its slot back and
-        // reports idle, so the next epoch starts with empty queues.
-        self.p.shared.generation.fetch_add(1, Ordering::AcqRel);
-        self.cancel = None;
         self.out = None;
-        let _ = self.idle.recv();
+        self.p.end_epoch();
     }
 }

@@ -49,6 +49,8 @@ pub struct Pipeline {
     /// the batch thread, which runs it).
     stage: Option<Arc<DeviceStage>>,
     threads: Vec<JoinHandle<()>>,
+    /// The epoch on the batch thread, if any.
+    live: Option<epoch::LiveEpoch>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -172,6 +174,7 @@ impl Pipeline {
             starts: Some(starts),
             stage,
             threads,
+            live: None,
         })
     }
 
@@ -286,7 +289,8 @@ impl Drop for Pipeline {
     fn drop(&mut self) {
         // Closing the epoch queue ends the batch thread, whose exit closes
         // the readers' queue, whose exit closes the workers'; every thread
-        // then returns on its own.
+        // then returns on its own, once a leaked epoch is let go.
+        self.end_epoch();
         self.starts = None;
         for t in self.threads.drain(..) {
             let _ = t.join();
