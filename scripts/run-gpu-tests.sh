@@ -153,6 +153,13 @@ for phase in "${phases[@]}"; do
       fi
       ;;
     bench)
+      # Time to first batch (issue 20): build() with NVRTC compiling the
+      # kernels into an empty cache, then again loading them from it.
+      rm -rf "$logs/first-batch-cache"
+      for cache in cold warm; do
+        GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
+          bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
+      done
       # The fused kernel against device copy bandwidth (issue 4).
       step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
       # The whole DINO recipe's device work per batch (issue 19).

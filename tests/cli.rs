@@ -53,6 +53,7 @@ fn bench_prints_a_table_and_json() {
         out.contains("img/s") && out.contains("decode") && out.contains("28 files"),
         "{out}"
     );
+    assert!(out.contains("time to first batch"), "{out}");
 
     let (code, out, err) = gpufeed(&[
         "bench", sample, "--device", "cpu", "--epochs", "1", "--json", "--size", "64",
@@ -62,6 +63,9 @@ fn bench_prints_a_table_and_json() {
     assert_eq!(v["files"], 28);
     assert_eq!(v["epochs"][0]["images"], 28);
     assert!(v["img_per_s"].as_f64().unwrap() > 0.0);
+    // Issue 20: time to first batch, in its two parts.
+    assert!(v["build_ms"].as_f64().unwrap() >= 0.0, "{v}");
+    assert!(v["first_batch_ms"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["errors"]["corrupt"], 0);
     // Issue 16, item 4: CPU time per image by thread kind; the kinds add
     // up to the process's CPU time.
@@ -326,6 +330,7 @@ fn bench_sweeps_settings_and_writes_json_and_csv() {
         assert!(r["img_per_s"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["cpu_s_per_1000_images"].as_f64().is_some(), "{r}");
         assert!(r["limit"].as_str().unwrap().contains("busy"), "{r}");
+        assert!(r["first_batch_ms"].as_f64().is_some(), "{r}");
     }
     let csv = std::fs::read_to_string(prefix.with_extension("csv")).unwrap();
     assert_eq!(csv.lines().count(), 5, "{csv}");

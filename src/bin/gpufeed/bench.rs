@@ -263,6 +263,12 @@ fn expand(args: &Args) -> anyhow::Result<Vec<(String, Args)>> {
 struct Run {
     label: String,
     backend: String,
+    /// Seconds in `build()` (device set-up, kernel compilation or the
+    /// kernel cache), and from the first epoch's start to its first batch
+    /// ready on the device: together, a trainer's time to first batch
+    /// (issue 20).
+    build_s: f64,
+    first_batch_s: Option<f64>,
     epochs: Vec<EpochResult>,
     /// Steady state: the epochs after the first (all when there is one).
     img_per_s: f64,
@@ -348,9 +354,12 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Result<Run> {
     let (files, classes) = (source.len(), source.classes().len());
     reset_peak_rss();
+    let built = Instant::now();
     let mut pipeline = builder(args, source.clone())
         .build()
         .context("building the pipeline")?;
+    let build_s = built.elapsed().as_secs_f64();
+    let mut first_batch_s = None;
     let total = pipeline.batches_per_epoch() as u64 * args.epochs;
     let bar = if bar {
         let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -387,6 +396,7 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
                 ev.synchronize()
                     .map_err(|e| anyhow::anyhow!("waiting for batch: {e:?}"))?;
             }
+            first_batch_s.get_or_insert_with(|| t0.elapsed().as_secs_f64());
             if !step.is_zero() {
                 std::thread::sleep(step);
             }
@@ -465,6 +475,8 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
     Ok(Run {
         label,
         backend: pipeline.backend(),
+        build_s,
+        first_batch_s,
         img_per_s: images as f64 / secs,
         mb_per_s: (stats.bytes_read - steady_start.bytes_read) as f64 / 1e6 / secs,
         requests_per_s: (stats.requests - steady_start.requests) as f64 / secs,

@@ -24,6 +24,8 @@ pub(super) fn row_json(r: &Run) -> Value {
         "config": r.label,
         "device": r.backend,
         "img_per_s": r.img_per_s,
+        "build_ms": r.build_s * 1e3,
+        "first_batch_ms": r.first_batch_s.map(|s| s * 1e3),
         "mb_per_s": r.mb_per_s,
         "requests_per_s": r.requests_per_s,
         "cpu_s_per_1000_images": r.cpu_s_per_1000,
@@ -143,6 +145,10 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             "build": BUILD,
             "interrupted": interrupted(),
         });
+        // Past what one json! call can expand.
+        let mut out = out;
+        out["build_ms"] = json!(r.build_s * 1e3);
+        out["first_batch_ms"] = json!(r.first_batch_s.map(|s| s * 1e3));
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -201,6 +207,14 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         r.queue_depth_batches,
         r.limit
     );
+    if let Some(first) = r.first_batch_s {
+        println!(
+            "  time to first batch: {:.0} ms (build {:.0} ms, then the first batch {:.0} ms)",
+            (r.build_s + first) * 1e3,
+            r.build_s * 1e3,
+            first * 1e3
+        );
+    }
     let kinds: Vec<String> = r
         .cpu_ms_by_kind
         .iter()
