@@ -101,6 +101,8 @@ echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
 for phase in "${phases[@]}"; do
   case $phase in
     tests)
+      # What the box gives gpufeed, in one screen.
+      step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step unit-cuda 60 "$bin/unit-gpufeed" cuda:: --test-threads=1
       step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
       # The augment kernels against the CPU reference.

@@ -25,6 +25,7 @@ common::tests!(
     kernel_bench_needs_a_gpu_and_says_so,
     recipe_kernel_bench_needs_a_gpu_and_says_so,
     decode_bench_needs_a_gpu_and_says_so,
+    doctor_reports_the_machine,
     bench_sweeps_settings_and_writes_json_and_csv,
 );
 
@@ -289,6 +290,33 @@ fn decode_bench_needs_a_gpu_and_says_so() {
     let (code, _, err) = gpufeed(&["decode-bench", "--engine-calls", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("engine-calls"), "the flag is named: {err}");
+}
+
+/// `doctor` says what the machine has, and `--require-gpu` fails where a
+/// run would fall back to the CPU.
+fn doctor_reports_the_machine() {
+    let (code, out, err) = gpufeed(&["doctor"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("CUDA driver") && out.contains("Device::Auto uses"),
+        "{out}"
+    );
+    let (code, out, err) = gpufeed(&["doctor", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let gpu = gpufeed::cuda::devices().is_ok();
+    assert_eq!(v["cuda_driver"]["ok"], gpu, "{v}");
+    assert_eq!(v["nvrtc"]["ok"], gpufeed::cuda::nvrtc::available(), "{v}");
+    let auto = if gpu && gpufeed::cuda::nvrtc::available() {
+        "cuda:0"
+    } else {
+        "cpu"
+    };
+    assert_eq!(v["auto_device"], auto, "{v}");
+    let (code, _, err) = gpufeed(&["doctor", "--require-gpu"]);
+    let complete = v["cuda_driver"]["ok"] == true && v["nvrtc"]["ok"] == true;
+    let complete = complete && v["nvjpeg"]["ok"] == true;
+    assert_eq!(code, if complete { 0 } else { 1 }, "{err}");
 }
 
 fn bench_sweeps_settings_and_writes_json_and_csv() {

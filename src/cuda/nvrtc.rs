@@ -125,7 +125,7 @@ pub fn compile(name: &str, src: &str, arch: &str) -> Result<Cubin> {
 /// `$XDG_CACHE_HOME/gpufeed`, else `~/.cache/gpufeed`. A cache that cannot
 /// be read or written only costs a recompile.
 pub fn compile_cached(name: &str, src: &str, arch: &str) -> Result<Cubin> {
-    compile_cached_in(cache_dir().as_deref(), name, src, arch)
+    compile_cached_in(kernel_cache_dir().as_deref(), name, src, arch)
 }
 
 /// [`compile_cached`] with an explicit cache folder (`None`: no cache).
@@ -159,7 +159,9 @@ pub fn compile_cached_in(
     Ok(cubin)
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// The folder [`compile_cached`] keeps compiled kernels in (`None`: no
+/// cache, when neither variable nor a home folder is set).
+pub fn kernel_cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("GPUFEED_KERNEL_CACHE") {
         return Some(PathBuf::from(d));
     }

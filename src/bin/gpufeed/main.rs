@@ -2,6 +2,7 @@
 
 mod bench;
 mod decode_bench;
+mod doctor;
 mod kernel_bench;
 mod pack;
 mod preview;
@@ -44,6 +45,10 @@ enum Command {
     /// Read, parse and decode files, or every JPEG under folders; list the
     /// bad ones. Exit code 0 when all decode, 1 otherwise.
     Scan(scan::Args),
+    /// What this machine gives gpufeed: the CUDA driver and devices, NVRTC
+    /// (the kernels compile), nvJPEG and the hardware JPEG engine, and
+    /// which backend Device::Auto takes.
+    Doctor(doctor::Args),
 }
 
 /// Dataset, device and batch of the device benchmarks.
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
             }
         }),
         Command::Scan(args) => scan::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Preview(args) => preview::run(args).map(|()| ExitCode::SUCCESS),
         Command::Pack(args) => pack::run(args).map(|()| ExitCode::SUCCESS),
         Command::Index(args) => pack::index(args).map(|()| ExitCode::SUCCESS),
