@@ -3,7 +3,7 @@
 //! The pipeline's device stage (stage.rs) drives it once per batch; the GPU
 //! tests use it directly to compare the device with the CPU reference.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
@@ -33,17 +33,27 @@ const BLOCK: u32 = 256;
 /// block per draw).
 const PHOTO_BLOCK: u32 = crate::augment::photo_cpu::LANES as u32;
 
-/// The eight augment kernels and eight photometric kernels loaded on one
-/// device.
+/// The augment kernels loaded on one device; the photometric and mix
+/// kernels are compiled and loaded at their first launch. NVRTC takes
+/// seconds over `photo.cu` (2.6 s of 3.3 s for the three files on a
+/// 2-core VM, `gpufeed doctor`), which a pipeline without photometric
+/// ops or mixup would otherwise pay in `build()` whenever the kernel cache
+/// is cold, as in a fresh container (time to first batch, issue 20).
 pub(crate) struct AugmentKernels {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     funcs: Vec<CudaFunction>,
-    photo: Vec<CudaFunction>,
-    mix: Vec<CudaFunction>,
+    photo: OnceLock<Vec<CudaFunction>>,
+    mix: OnceLock<Vec<CudaFunction>>,
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
+    index: usize,
 }
+
+/// The kernel files in `kernel_sources` order, with their entry points.
+const AUGMENT_FILE: usize = 0;
+const PHOTO_FILE: usize = 1;
+const MIX_FILE: usize = 2;
 
 impl AugmentKernels {
     /// Compile (or fetch from the cache) and load the kernels on device
@@ -55,34 +65,46 @@ impl AugmentKernels {
             .ok_or_else(|| Error::Device(format!("cuda:{index}: only {} device(s)", devs.len())))?;
         let (major, minor) = dev.compute_capability;
         let arch = format!("sm_{major}{minor}");
-        let drv = |what: &str, e: cudarc::driver::DriverError| {
-            Error::Device(format!("cuda:{index}: {what}: {e:?}"))
-        };
         let ctx = super::context(index)?;
-        let mut sources = kernel_sources().into_iter();
-        let mut load = |entries: &[&str]| -> Result<Vec<CudaFunction>> {
-            let (name, src) = sources.next().expect("one source per kernel family");
-            let cubin = nvrtc::compile_cached(name, &src, &arch)?;
-            let module = ctx
-                .load_module(Ptx::from_binary(cubin.image))
-                .map_err(Error::cuda("load CUBIN"))?;
-            entries
-                .iter()
-                .map(|k| module.load_function(k).map_err(|e| drv(k, e)))
-                .collect()
-        };
-        let funcs = load(&AUGMENT_KERNELS)?;
-        let photo = load(&PHOTO_KERNELS)?;
-        let mix = load(&MIX_KERNELS)?;
+        let funcs = load(&ctx, index, &arch, AUGMENT_FILE, &AUGMENT_KERNELS)?;
         let stream = ctx.new_stream().map_err(Error::cuda("stream"))?;
         Ok(AugmentKernels {
             ctx,
             stream,
             funcs,
-            photo,
-            mix,
+            photo: OnceLock::new(),
+            mix: OnceLock::new(),
             arch,
+            index,
         })
+    }
+
+    /// Load the photometric and/or mix kernels now, for a pipeline that
+    /// will launch them: a failure to compile them is then an error of
+    /// `build()`, not of the first batch.
+    pub(crate) fn prepare(&self, photo: bool, mix: bool) -> Result<()> {
+        if photo {
+            self.family(&self.photo, PHOTO_FILE, &PHOTO_KERNELS)?;
+        }
+        if mix {
+            self.family(&self.mix, MIX_FILE, &MIX_KERNELS)?;
+        }
+        Ok(())
+    }
+
+    /// A lazily loaded kernel family: loaded now if it was not.
+    fn family<'a>(
+        &self,
+        cell: &'a OnceLock<Vec<CudaFunction>>,
+        file: usize,
+        entries: &[&str],
+    ) -> Result<&'a [CudaFunction]> {
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let f = load(&self.ctx, self.index, &self.arch, file, entries)?;
+        // Another thread may have loaded it meanwhile: either will do.
+        Ok(cell.get_or_init(|| f))
     }
 
     /// Launch kernel `which` (an index into [`AUGMENT_KERNELS`]) over
@@ -177,7 +199,8 @@ impl AugmentKernels {
                 if m.n == 0 {
                     return Ok(());
                 }
-                let mut b = self.stream.launch_builder(&self.mix[which]);
+                let mix = self.family(&self.mix, MIX_FILE, &MIX_KERNELS)?;
+                let mut b = self.stream.launch_builder(&mix[which]);
                 b.arg(&m);
                 b.arg(out);
                 // SAFETY: the kernel signature is (GfMix, T*); it touches
@@ -196,7 +219,8 @@ impl AugmentKernels {
             block_dim: (PHOTO_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&self.photo[which]);
+        let photo = self.family(&self.photo, PHOTO_FILE, &PHOTO_KERNELS)?;
+        let mut b = self.stream.launch_builder(&photo[which]);
         b.arg(&tiles);
         b.arg(&launch);
         b.arg(out);
@@ -233,6 +257,30 @@ impl AugmentKernels {
         let (ptr, _sync) = data.device_ptr(&self.stream);
         ptr
     }
+}
+
+/// Compile (or fetch from the cache) kernel file `file` for `arch` and load
+/// its `entries` on `ctx` (device `index`, for messages).
+fn load(
+    ctx: &Arc<CudaContext>,
+    index: usize,
+    arch: &str,
+    file: usize,
+    entries: &[&str],
+) -> Result<Vec<CudaFunction>> {
+    let (name, src) = kernel_sources().swap_remove(file);
+    let cubin = nvrtc::compile_cached(name, &src, arch)?;
+    let module = ctx
+        .load_module(Ptx::from_binary(cubin.image))
+        .map_err(Error::cuda("load CUBIN"))?;
+    entries
+        .iter()
+        .map(|k| {
+            module
+                .load_function(k)
+                .map_err(|e| Error::Device(format!("cuda:{index}: {k}: {e:?}")))
+        })
+        .collect()
 }
 
 /// One kernel launch of a flush: `which` indexes the kind's kernel list

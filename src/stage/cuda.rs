@@ -235,6 +235,12 @@ impl CudaEngine {
         })
     }
 
+    /// Load the photometric and mix kernels now where the pipeline uses
+    /// them (they are otherwise loaded at their first launch).
+    pub(crate) fn prepare_kernels(&self, photo: bool, mix: bool) -> Result<()> {
+        self.k.prepare(photo, mix)
+    }
+
     /// Report GPU spans to `observe` (a timeline tied to this device's
     /// clock); slots allocated after this take part.
     pub(crate) fn watch(&mut self, observe: Observe) -> Result<Arc<GpuTimeline>> {

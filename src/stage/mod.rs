@@ -159,6 +159,10 @@ impl DeviceStage {
         observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        if let Engine::Cuda(e) = &engine {
+            let photo = cfg.views.iter().any(|v| v.photo.any());
+            e.prepare_kernels(photo, cfg.mixup.is_some())?;
+        }
         let timeline = match (&mut engine, &observe) {
             (Engine::Cuda(e), Some(o)) => Some(e.watch(o.clone())?),
             _ => None,

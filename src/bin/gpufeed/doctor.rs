@@ -56,13 +56,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let (nvrtc_ok, nvrtc) = part(nvrtc::version().map_err(|e| e.to_string()).and_then(
         |(ma, mi)| {
-            let t0 = Instant::now();
+            let mut took = Vec::new();
             for (name, src) in cuda::kernel_sources() {
+                let t0 = Instant::now();
                 nvrtc::compile(name, &src, &arch).map_err(|e| format!("{ma}.{mi}, but {e}"))?;
+                took.push(format!("{name} {:.0} ms", t0.elapsed().as_secs_f64() * 1e3));
             }
             Ok(format!(
-                "{ma}.{mi}; the kernels compile for {arch} ({:.0} ms)",
-                t0.elapsed().as_secs_f64() * 1e3
+                "{ma}.{mi}; the kernels compile for {arch} ({})",
+                took.join(", ")
             ))
         },
     ));
