@@ -285,6 +285,16 @@ pub(crate) fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A uniform draw in `[0, 1)` with 53 random bits (the augment draws).
+pub(crate) fn unit(rng: &mut ChaCha8Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform draw in `[lo, hi)`.
+pub(crate) fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * unit(rng)
+}
+
 /// Uniform integer in `0..n` without modulo bias (Lemire's method with
 /// rejection), written out so the order never depends on a crate version.
 pub(crate) fn uniform_below(rng: &mut ChaCha8Rng, n: u64) -> u64 {

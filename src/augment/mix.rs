@@ -17,8 +17,7 @@ use rand_chacha::rand_core::SeedableRng;
 
 use super::Layout;
 use super::cpu::Element;
-use super::params::unit;
-use crate::sampler::{seed_bytes, uniform_below};
+use crate::sampler::{seed_bytes, uniform_below, unit};
 
 /// timm `Mixup(mixup_alpha, cutmix_alpha, prob, switch_prob, mode="batch",
 /// label_smoothing, num_classes)`.

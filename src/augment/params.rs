@@ -7,10 +7,10 @@
 //! backend or resume point.
 
 use rand_chacha::ChaCha8Rng;
-use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::rand_core::SeedableRng;
 
 use super::photo::PhotoParams;
-use crate::sampler::{seed_bytes, uniform_below};
+use crate::sampler::{seed_bytes, uniform, uniform_below, unit};
 
 /// How one view's geometry is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,15 +91,6 @@ pub(crate) struct SampleParams {
     /// Photometric ops (issue 19), drawn from a stream of their own by
     /// [`super::photo::photo_params`]; [`PhotoParams::NONE`] here.
     pub(crate) photo: PhotoParams,
-}
-
-/// A uniform draw in `[0, 1)` with 53 random bits.
-pub(crate) fn unit(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-pub(crate) fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
-    lo + (hi - lo) * unit(rng)
 }
 
 /// torchvision `RandomResizedCrop.get_params`: `(x, y, w, h)` of the crop in

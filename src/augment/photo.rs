@@ -22,8 +22,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
-use super::params::{uniform, unit};
-use crate::sampler::{seed_bytes, uniform_below};
+use crate::sampler::{seed_bytes, uniform, uniform_below, unit};
 
 /// torchvision `ColorJitter(brightness, contrast, saturation, hue)`, applied
 /// with probability `p` (`RandomApply`). Each of brightness, contrast and

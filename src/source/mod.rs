@@ -6,8 +6,6 @@
 //! with one `getdents` pass per folder. Only symbolic links are followed
 //! with a `stat`, to learn what they point at.
 
-#[cfg(feature = "object-store")]
-mod chunks;
 mod filelist;
 mod folder;
 mod index;
@@ -411,7 +409,7 @@ impl Source {
     /// shuffle buffer of `buffer` samples and `readers` reader threads.
     #[cfg(feature = "object-store")]
     pub(crate) fn stream_chunks(&self, buffer: usize, readers: usize) -> usize {
-        chunks::capacity(buffer, self.mean_member_bytes(), readers)
+        remote::chunks::capacity(buffer, self.mean_member_bytes(), readers)
     }
 
     /// The object store client, for shards in object storage.

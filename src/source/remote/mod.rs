@@ -32,6 +32,7 @@ use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme};
 use super::StoreOptions;
 use crate::error::{Error, Result, SampleError};
 
+pub(crate) mod chunks;
 mod listing;
 
 pub(crate) use listing::{list, write_indexes};
@@ -47,7 +48,7 @@ pub(crate) struct Store {
     /// Per shard, its size in bytes (from its index).
     sizes: Vec<u64>,
     /// Chunks of shards read in the streaming order.
-    pub(crate) chunks: std::sync::OnceLock<super::chunks::Chunks>,
+    pub(crate) chunks: std::sync::OnceLock<chunks::Chunks>,
 }
 
 impl Store {

@@ -23,7 +23,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use bytes::Bytes;
 
-use super::remote::{Fetched, Store};
+use super::{Fetched, Store};
 use crate::error::SampleError;
 
 /// Bytes per chunk.
