@@ -107,12 +107,23 @@ pub(crate) fn jitter_op(op: u8, f: f32, p: [f32; 3], mean: f32) -> [f32; 3] {
     }
 }
 
-/// One jitter op over every pixel of `planes` (`n` per channel).
+/// One jitter op over every pixel of `planes` (`n` per channel). The op is
+/// matched once per plane, not per pixel, so that each loop holds one op's
+/// formula (`jitter_op`'s, value for value) and vectorizes.
 fn jitter_plane(op: u8, f: f32, planes: &mut [f32], n: usize, mean: f32) {
-    let (r, rest) = planes.split_at_mut(n);
-    let (g, b) = rest.split_at_mut(n);
-    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
-        [*r, *g, *b] = jitter_op(op, f, [*r, *g, *b], mean);
+    fn each(planes: &mut [f32], n: usize, k: impl Fn([f32; 3]) -> [f32; 3]) {
+        let (r, rest) = planes.split_at_mut(n);
+        let (g, b) = rest.split_at_mut(n);
+        for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+            [*r, *g, *b] = k([*r, *g, *b]);
+        }
+    }
+    match op {
+        BRIGHTNESS => each(planes, n, |p| jitter_op(BRIGHTNESS, f, p, mean)),
+        CONTRAST => each(planes, n, |p| jitter_op(CONTRAST, f, p, mean)),
+        SATURATION => each(planes, n, |p| jitter_op(SATURATION, f, p, mean)),
+        HUE => each(planes, n, |p| jitter_op(HUE, f, p, mean)),
+        _ => {}
     }
 }
 
