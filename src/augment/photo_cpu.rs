@@ -257,9 +257,12 @@ pub(crate) fn write<T: Element>(
 ) {
     let n = width * height;
     assert_eq!(out.len(), 3 * n);
+    // One row at a time in f32, then one cast per row where the row is
+    // contiguous in `out` (as in `Resampler::run`).
+    let mut row = vec![0.0f32; width];
     for c in 0..3 {
         for y in 0..height {
-            for x in 0..width {
+            for (x, o_x) in row.iter_mut().enumerate() {
                 let i = y * width + x;
                 let mut v = planes[c * n + i];
                 if let Some(t) = pp.solarize
@@ -277,11 +280,15 @@ pub(crate) fn write<T: Element>(
                         EraseValue::Random => erase_noise(pp.noise, (c * n + i) as u64),
                     };
                 }
-                let at = match layout {
-                    Layout::Nchw => c * n + i,
-                    Layout::Nhwc => i * 3 + c,
-                };
-                out[at] = T::from_f32(o);
+                *o_x = o;
+            }
+            match layout {
+                Layout::Nchw => T::from_f32_slice(&row, &mut out[c * n + y * width..][..width]),
+                Layout::Nhwc => {
+                    for (x, &o) in row.iter().enumerate() {
+                        out[(y * width + x) * 3 + c] = T::from_f32(o);
+                    }
+                }
             }
         }
     }
