@@ -58,6 +58,12 @@ pub(crate) trait Element: Copy + bytemuck::Pod + Send + 'static {
     }
     /// Exact: every element type widens to f32 without rounding.
     fn to_f32(self) -> f32;
+    /// `to_f32` of each value, in one call per run (F16C for `f16`).
+    fn to_f32_slice(src: &[Self], dst: &mut [f32]) {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = v.to_f32();
+        }
+    }
 }
 
 impl Element for u8 {
@@ -80,6 +86,10 @@ impl Element for f16 {
     }
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
+    }
+    fn to_f32_slice(src: &[f16], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst);
     }
 }
 

@@ -186,7 +186,9 @@ pub(crate) fn mix_params(
 }
 
 /// Mix `data` (`n` images of `width × height`, 3 channels, `layout`) in
-/// place.
+/// place: the formulas above, computed a run of elements at a time (one
+/// cast per run, as the resampler writes rows) with the same f32
+/// operations, so the values are those of one element at a time.
 pub(crate) fn mix_images<T: Element>(
     p: &MixParams,
     data: &mut [T],
@@ -199,36 +201,78 @@ pub(crate) fn mix_images<T: Element>(
     }
     let len = 3 * width * height;
     assert_eq!(data.len(), n * len);
-    for i in 0..n.div_ceil(2) {
-        let j = n - 1 - i;
-        for c in 0..3 {
-            for y in 0..height {
-                for x in 0..width {
-                    let at = match layout {
-                        Layout::Nchw => (c * height + y) * width + x,
-                        Layout::Nhwc => (y * width + x) * 3 + c,
-                    };
-                    let (a, b) = (data[i * len + at], data[j * len + at]);
-                    let (na, nb) = match p.cut {
-                        Some((x0, y0, x1, y1)) => {
-                            let inside = (x0 as usize..x1 as usize).contains(&x)
-                                && (y0 as usize..y1 as usize).contains(&y);
-                            if inside { (b, a) } else { (a, b) }
-                        }
-                        None => {
-                            let (fa, fb) = (a.to_f32(), b.to_f32());
-                            (
-                                T::from_f32(fa * p.lam + fb * p.rest),
-                                T::from_f32(fb * p.lam + fa * p.rest),
-                            )
-                        }
-                    };
-                    data[i * len + at] = na;
-                    data[j * len + at] = nb;
+    let mut scratch = [Vec::new(), Vec::new()];
+    for i in 0..n / 2 {
+        let (head, tail) = data.split_at_mut((n - 1 - i) * len);
+        let (a, b) = (&mut head[i * len..(i + 1) * len], &mut tail[..len]);
+        match p.cut {
+            Some(cut) => {
+                for r in box_runs(cut, (width, height), layout) {
+                    a[r.clone()].swap_with_slice(&mut b[r]);
                 }
             }
+            None => mix_runs(p, a, b, &mut scratch),
         }
     }
+    // The middle image of an odd batch is its own partner: a swap leaves it
+    // as it is, and mixup gives `x·λ + x·(1 − λ)`, rounded once.
+    if n % 2 == 1 && p.cut.is_none() {
+        let m = &mut data[n / 2 * len..(n / 2 + 1) * len];
+        let [fa, _] = &mut scratch;
+        for run in m.chunks_mut(RUN) {
+            fa.resize(run.len(), 0.0);
+            T::to_f32_slice(run, fa);
+            for x in fa.iter_mut() {
+                *x = *x * p.lam + *x * p.rest;
+            }
+            T::from_f32_slice(fa, run);
+        }
+    }
+}
+
+/// Elements mixed per cast: long enough to vectorize, short enough that the
+/// two f32 runs stay in L1.
+const RUN: usize = 1024;
+
+/// Mixup of a pair, `a ← a·λ + b·(1 − λ)` and `b ← b·λ + a·(1 − λ)` from
+/// the values before either changed.
+fn mix_runs<T: Element>(p: &MixParams, a: &mut [T], b: &mut [T], scratch: &mut [Vec<f32>; 2]) {
+    let [fa, fb] = scratch;
+    for (ra, rb) in a.chunks_mut(RUN).zip(b.chunks_mut(RUN)) {
+        fa.resize(ra.len(), 0.0);
+        fb.resize(rb.len(), 0.0);
+        T::to_f32_slice(ra, fa);
+        T::to_f32_slice(rb, fb);
+        for (x, y) in fa.iter_mut().zip(fb.iter_mut()) {
+            (*x, *y) = (*x * p.lam + *y * p.rest, *y * p.lam + *x * p.rest);
+        }
+        T::from_f32_slice(fa, ra);
+        T::from_f32_slice(fb, rb);
+    }
+}
+
+/// The element ranges of one image inside the cutmix box `(x0, y0, x1,
+/// y1)` (clipped to the image): a run per box row, per channel in NCHW.
+fn box_runs(
+    (x0, y0, x1, y1): (u32, u32, u32, u32),
+    (width, height): (usize, usize),
+    layout: Layout,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (x1, y1) = ((x1 as usize).min(width), (y1 as usize).min(height));
+    let (x0, y0) = ((x0 as usize).min(x1), (y0 as usize).min(y1));
+    let channels = match layout {
+        Layout::Nchw => 0..3,
+        Layout::Nhwc => 0..1,
+    };
+    channels.flat_map(move |c| {
+        (y0..y1).map(move |y| match layout {
+            Layout::Nchw => {
+                let row = (c * height + y) * width;
+                row + x0..row + x1
+            }
+            Layout::Nhwc => (y * width + x0) * 3..(y * width + x1) * 3,
+        })
+    })
 }
 
 /// timm's `mixup_target`: `[n, classes]` row-major, `y_i = onehot(t_i)·λ +
@@ -252,6 +296,90 @@ pub(crate) fn soft_labels(labels: &[u32], m: &Mixup, p: &MixParams) -> Vec<f32> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The formulas of the module docs, one element at a time.
+    fn by_element<T: Element>(
+        p: &MixParams,
+        data: &mut [T],
+        n: usize,
+        (width, height): (usize, usize),
+        layout: Layout,
+    ) {
+        let len = 3 * width * height;
+        for i in 0..n.div_ceil(2) {
+            let j = n - 1 - i;
+            for c in 0..3 {
+                for y in 0..height {
+                    for x in 0..width {
+                        let at = match layout {
+                            Layout::Nchw => (c * height + y) * width + x,
+                            Layout::Nhwc => (y * width + x) * 3 + c,
+                        };
+                        let (a, b) = (data[i * len + at], data[j * len + at]);
+                        let (na, nb) = match p.cut {
+                            Some((x0, y0, x1, y1)) => {
+                                let inside = (x0 as usize..x1 as usize).contains(&x)
+                                    && (y0 as usize..y1 as usize).contains(&y);
+                                if inside { (b, a) } else { (a, b) }
+                            }
+                            None => {
+                                let (fa, fb) = (a.to_f32(), b.to_f32());
+                                (
+                                    T::from_f32(fa * p.lam + fb * p.rest),
+                                    T::from_f32(fb * p.lam + fa * p.rest),
+                                )
+                            }
+                        };
+                        data[i * len + at] = na;
+                        data[j * len + at] = nb;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The run-at-a-time mix equals the element-at-a-time formulas bit for
+    /// bit: every dtype and layout, odd and even batches, runs longer than
+    /// `RUN`, boxes inside, on the edge and past it.
+    #[test]
+    fn runs_equal_the_formulas() {
+        fn check<T: Element + PartialEq + std::fmt::Debug>(make: fn(f32) -> T) {
+            let (w, h) = (37, 29);
+            let len = 3 * w * h;
+            let lams = [0.3f32, 0.0, 0.77];
+            let cuts = [
+                None,
+                Some((3, 4, 20, 17)),
+                Some((0, 0, 37, 29)),
+                Some((30, 20, 40, 35)),
+                Some((5, 5, 5, 9)),
+            ];
+            for n in [1, 2, 5, 6] {
+                let base: Vec<T> = (0..n * len)
+                    .map(|k| make(((k * 7919) % 509) as f32 * 0.5 - 3.25))
+                    .collect();
+                for layout in [Layout::Nchw, Layout::Nhwc] {
+                    for lam in lams {
+                        for cut in cuts {
+                            let p = MixParams {
+                                lam,
+                                rest: 1.0 - lam,
+                                cut,
+                            };
+                            let (mut got, mut want) = (base.clone(), base.clone());
+                            mix_images(&p, &mut got, n, (w, h), layout);
+                            by_element(&p, &mut want, n, (w, h), layout);
+                            assert!(got == want, "n {n} {layout:?} lam {lam} cut {cut:?}");
+                        }
+                    }
+                }
+            }
+        }
+        check::<u8>(|v| u8::from_f32(v * 2.0 + 60.0));
+        check::<half::f16>(half::f16::from_f32);
+        check::<half::bf16>(half::bf16::from_f32);
+        check::<f32>(|v| v);
+    }
 
     #[test]
     fn beta_has_the_right_mean_and_variance() {
