@@ -257,12 +257,13 @@ pub(crate) fn write<T: Element>(
 ) {
     let n = width * height;
     assert_eq!(out.len(), 3 * n);
-    // One row at a time in f32, then one cast per row where the row is
-    // contiguous in `out` (as in `Resampler::run`).
-    let mut row = vec![0.0f32; width];
-    for c in 0..3 {
-        for y in 0..height {
-            for (x, o_x) in row.iter_mut().enumerate() {
+    // One row at a time in f32, then one cast per row (as in
+    // `Resampler::run`): a channel's row in NCHW, the three interleaved in
+    // NHWC.
+    let mut row = vec![0.0f32; 3 * width];
+    for y in 0..height {
+        for c in 0..3 {
+            for x in 0..width {
                 let i = y * width + x;
                 let mut v = planes[c * n + i];
                 if let Some(t) = pp.solarize
@@ -280,16 +281,17 @@ pub(crate) fn write<T: Element>(
                         EraseValue::Random => erase_noise(pp.noise, (c * n + i) as u64),
                     };
                 }
-                *o_x = o;
-            }
-            match layout {
-                Layout::Nchw => T::from_f32_slice(&row, &mut out[c * n + y * width..][..width]),
-                Layout::Nhwc => {
-                    for (x, &o) in row.iter().enumerate() {
-                        out[(y * width + x) * 3 + c] = T::from_f32(o);
-                    }
+                match layout {
+                    Layout::Nchw => row[x] = o,
+                    Layout::Nhwc => row[x * 3 + c] = o,
                 }
             }
+            if layout == Layout::Nchw {
+                T::from_f32_slice(&row[..width], &mut out[c * n + y * width..][..width]);
+            }
+        }
+        if layout == Layout::Nhwc {
+            T::from_f32_slice(&row, &mut out[y * width * 3..][..width * 3]);
         }
     }
 }
@@ -297,6 +299,42 @@ pub(crate) fn write<T: Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NHWC holds NCHW's values transposed, bit for bit, in every dtype,
+    /// with solarize, normalize and random erasing on (the NCHW write is
+    /// the one the goldens and the emulated kernel check).
+    #[test]
+    fn nhwc_is_nchw_transposed() {
+        fn check<T: Element + PartialEq + std::fmt::Debug>() {
+            let (w, h) = (13, 7);
+            let n = w * h;
+            let planes: Vec<f32> = (0..3 * n).map(|k| ((k * 37) % 256) as f32).collect();
+            let fma = Fma {
+                scale: [0.017, 0.0175, 0.0174],
+                shift: [-2.1, -2.03, -1.8],
+            };
+            let mut pp = PhotoParams::NONE;
+            pp.solarize = Some(128.0);
+            pp.erase = Some((2, 1, 5, 4));
+            for value in [EraseValue::Constant(0.5), EraseValue::Random] {
+                pp.erase_value = value;
+                pp.noise = 99;
+                let zero = T::from_f32(0.0);
+                let (mut chw, mut hwc) = (vec![zero; 3 * n], vec![zero; 3 * n]);
+                write(&pp, w, h, &planes, Layout::Nchw, &fma, &mut chw);
+                write(&pp, w, h, &planes, Layout::Nhwc, &fma, &mut hwc);
+                for c in 0..3 {
+                    for i in 0..n {
+                        assert_eq!(hwc[i * 3 + c], chw[c * n + i], "c {c} pixel {i}");
+                    }
+                }
+            }
+        }
+        check::<u8>();
+        check::<half::f16>();
+        check::<half::bf16>();
+        check::<f32>();
+    }
 
     #[test]
     fn hue_by_hand() {
