@@ -94,6 +94,17 @@ fn bench_prints_a_table_and_json() {
     );
     assert_eq!(v["decoder_peak_bytes"], 0, "no decoders on the CPU backend");
 
+    // Mixup and cutmix on every batch (DeiT's settings): said in the JSON.
+    let (code, out, err) = gpufeed(&[
+        "bench", sample, "--device", "cpu", "--epochs", "1", "--json", "--size", "64", "--mixup",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["mixup"].as_bool(), v["epochs"][0]["images"].as_u64()),
+        (Some(true), Some(28))
+    );
+
     // Issue 16, item 5: the decoders' memory is reported; the emulated
     // engine's lanes count their image buffers as nvJPEG's would.
     #[cfg(feature = "kernel-emu")]

@@ -149,6 +149,8 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         let mut out = out;
         out["build_ms"] = json!(r.build_s * 1e3);
         out["first_batch_ms"] = json!(r.first_batch_s.map(|s| s * 1e3));
+        out["recipe"] = json!(args.recipe);
+        out["mixup"] = json!(args.mixup);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
