@@ -104,6 +104,15 @@ fn bench_prints_a_table_and_json() {
         (v["mixup"].as_bool(), v["epochs"][0]["images"].as_u64()),
         (Some(true), Some(28))
     );
+    // A flat folder has labels but no class names: mixup still runs (on
+    // ImageNet's 1,000 classes) instead of refusing zero classes.
+    let cat = format!("{sample}/cat");
+    let (code, out, err) = gpufeed(&[
+        "bench", &cat, "--device", "cpu", "--epochs", "1", "--json", "--size", "64", "--mixup",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mixup"].as_bool(), Some(true));
 
     // Issue 16, item 5: the decoders' memory is reported; the emulated
     // engine's lanes count their image buffers as nvJPEG's would.

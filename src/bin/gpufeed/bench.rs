@@ -77,7 +77,8 @@ pub(crate) struct Args {
     recipe: Option<String>,
     /// Mixup and CutMix on every batch with DeiT's settings (timm: mixup
     /// α 0.8, cutmix α 1.0, switch 0.5, label smoothing 0.1), soft labels
-    /// over the source's classes.
+    /// over the source's classes (without class names: 1,000, or the
+    /// highest label + 1).
     #[arg(long)]
     mixup: bool,
     /// CUDA backend: decode on CPU threads instead of nvJPEG.
@@ -297,7 +298,17 @@ struct Run {
 
 /// The pipeline settings of one configuration.
 fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
-    let classes = source.classes().len();
+    // Labels without class names (a list, shards, a flat folder) give no
+    // class count for mixup's soft labels: ImageNet's 1,000, or more if a
+    // listed label is higher, make them cost what they would in training.
+    let classes = match source.classes().len() {
+        0 => source
+            .samples()
+            .iter()
+            .map(|s| s.label as usize + 1)
+            .fold(1000, usize::max),
+        n => n,
+    };
     let mut builder = Pipeline::builder()
         .source(source)
         .batch_size(args.batch)
