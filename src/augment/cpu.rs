@@ -181,13 +181,40 @@ impl Taps {
     }
 }
 
+/// One row of the horizontal pass: output pixel `o` (four lanes in `dst`)
+/// is `Σ_j ws[o·k + j] · src_row[off[o] + 3j ..][..4]` over `j < k`, summed
+/// in order of `j` from 0.
+#[inline(always)]
+fn h_row(k: usize, src_row: &[f32], off: &[usize], ws: &[f32], dst: &mut [f32]) {
+    for ((px, &o), ws) in dst.chunks_exact_mut(4).zip(off).zip(ws.chunks_exact(k)) {
+        let from = &src_row[o..o + 3 * k + 1];
+        let mut acc = [0.0f32; 4];
+        for (j, &w) in ws.iter().enumerate() {
+            let v = &from[3 * j..3 * j + 4];
+            for c in 0..4 {
+                acc[c] += w * v[c];
+            }
+        }
+        px.copy_from_slice(&acc);
+    }
+}
+
 /// Reusable scratch for one worker thread.
 #[derive(Debug, Default)]
 pub(crate) struct Resampler {
     xs: Taps,
     ys: Taps,
-    /// Horizontally filtered rows: `rows × out_w × 3` values.
+    /// Horizontally filtered rows: `rows × out_w × 4` values (RGB and a
+    /// lane that is dropped, so that a pixel is one SSE register).
     rows: Vec<f32>,
+    /// The columns of one source row that the horizontal taps read, as
+    /// f32, with one float of padding so that every tap loads four lanes.
+    src_row: Vec<f32>,
+    /// Per output pixel of the horizontal pass: where its taps start in
+    /// `src_row`, and its weights padded with zeros to the row's largest
+    /// tap count.
+    h_off: Vec<usize>,
+    h_weights: Vec<f32>,
     /// One vertically filtered output row.
     line: Vec<f32>,
     /// That row normalized, in the output's layout and flip, before the cast.
@@ -212,7 +239,7 @@ impl Resampler {
     /// (the most any crop of an image that tall needs), so that the scratch
     /// stops growing once the tallest image has been seen.
     pub(crate) fn reserve(&mut self, rows: usize, out_w: usize) {
-        let n = rows * out_w * 3;
+        let n = rows * out_w * 4;
         self.rows.reserve_exact(n.saturating_sub(self.rows.len()));
     }
 
@@ -239,26 +266,56 @@ impl Resampler {
             .unwrap_or(0);
         // Every value of `rows[..n]` is written below, so only growth is
         // zero-filled.
-        let n = (row_hi - row_lo) * ow * 3;
+        let n = (row_hi - row_lo) * ow * 4;
         if self.rows.len() < n {
             self.rows.resize(n, 0.0);
         }
         let rows = &mut self.rows[..n];
         let xs = &self.xs;
         let stride = img.width as usize * 3;
-        for (r, dst) in (row_lo..row_hi).zip(rows.chunks_exact_mut(ow * 3)) {
-            let src = &img.data[r * stride..(r + 1) * stride];
-            let taps = xs.first.iter().zip(&xs.at).zip(&xs.count);
-            for (px, ((&first, &at), &count)) in dst.chunks_exact_mut(3).zip(taps) {
-                let ws = &xs.weights[at..at + count];
-                let from = &src[first * 3..(first + count) * 3];
-                let mut acc = [0.0f32; 3];
-                for (w, s) in ws.iter().zip(from.chunks_exact(3)) {
-                    for c in 0..3 {
-                        acc[c] += w * s[c] as f32;
-                    }
-                }
-                px.copy_from_slice(&acc);
+        // The source columns the taps read, converted to f32 once per row
+        // (a vectorized pass); each tap then multiplies and adds a pixel's
+        // three channels as one four-lane SSE operation, the fourth lane
+        // (the next pixel's red, or the padding) carried through both
+        // passes and dropped at the end. Every output pixel takes the row's
+        // largest tap count, the extra taps weighted 0 after its own: a sum
+        // of non-negative terms plus `0·v` is unchanged, so each channel's
+        // sum is the same f32 value as one channel and one tap at a time.
+        let col_lo = xs.first.iter().copied().min().unwrap_or(0);
+        let col_hi = (0..ow)
+            .map(|o| xs.first[o] + xs.count[o])
+            .max()
+            .unwrap_or(0);
+        let k = xs.count.iter().copied().max().unwrap_or(1);
+        self.h_off.clear();
+        self.h_weights.clear();
+        for o in 0..ow {
+            let (first, ws) = xs.taps(o);
+            self.h_off.push((first - col_lo) * 3);
+            self.h_weights.extend_from_slice(ws);
+            self.h_weights.resize((o + 1) * k, 0.0);
+        }
+        self.src_row.clear();
+        self.src_row.resize((col_hi - col_lo + k) * 3 + 1, 0.0);
+        let src_row = &mut self.src_row;
+        for (r, dst) in (row_lo..row_hi).zip(rows.chunks_exact_mut(ow * 4)) {
+            let src = &img.data[r * stride..][col_lo * 3..col_hi * 3];
+            for (d, &v) in src_row.iter_mut().zip(src) {
+                *d = f32::from(v);
+            }
+            let (off, ws) = (&self.h_off[..], &self.h_weights[..]);
+            // A constant tap count lets the compiler unroll the taps and
+            // drop their bounds checks.
+            match k {
+                1 => h_row(1, src_row, off, ws, dst),
+                2 => h_row(2, src_row, off, ws, dst),
+                3 => h_row(3, src_row, off, ws, dst),
+                4 => h_row(4, src_row, off, ws, dst),
+                5 => h_row(5, src_row, off, ws, dst),
+                6 => h_row(6, src_row, off, ws, dst),
+                7 => h_row(7, src_row, off, ws, dst),
+                8 => h_row(8, src_row, off, ws, dst),
+                _ => h_row(k, src_row, off, ws, dst),
             }
         }
 
@@ -267,22 +324,26 @@ impl Resampler {
         // cast per row of the output.
         let plane = ow * oh;
         self.line.clear();
-        self.line.resize(ow * 3, 0.0);
+        self.line.resize(ow * 4, 0.0);
         self.out_row.clear();
         self.out_row.resize(ow * 3, 0.0);
         let (sc, sh) = (spec.fma.scale, spec.fma.shift);
         for oy in 0..oh {
             let (first, ws) = self.ys.taps(oy);
-            self.line.fill(0.0);
-            for (k, w) in ws.iter().enumerate() {
-                let row = &rows[(first + k - row_lo) * ow * 3..][..ow * 3];
-                for (acc, v) in self.line.iter_mut().zip(row) {
+            // The first tap starts the sum: `0 + w·v` is `w·v` exactly (both
+            // are ≥ 0, so no sign of zero can differ).
+            let row = |k: usize| &rows[(first + k - row_lo) * ow * 4..][..ow * 4];
+            for (acc, v) in self.line.iter_mut().zip(row(0)) {
+                *acc = ws[0] * v;
+            }
+            for (k, w) in ws.iter().enumerate().skip(1) {
+                for (acc, v) in self.line.iter_mut().zip(row(k)) {
                     *acc += w * v;
                 }
             }
             let ty = if p.flip_v { oh - 1 - oy } else { oy };
             let o = &mut self.out_row;
-            for (ox, px) in self.line.chunks_exact(3).enumerate() {
+            for (ox, px) in self.line.chunks_exact(4).enumerate() {
                 let tx = if p.flip_h { ow - 1 - ox } else { ox };
                 for c in 0..3 {
                     let v = px[c] * sc[c] + sh[c];
