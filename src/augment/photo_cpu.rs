@@ -48,21 +48,30 @@ fn blend(a: f32, b: f32, f: f32) -> f32 {
     clamp(a * f + b * (1.0 - f))
 }
 
-/// `x.trunc()` for `|x| < 2³¹`, through an integer: `trunc` and `floor`
-/// are library calls on the baseline x86-64 target (6 % of DINO on the
-/// CPU). A zero comes out positive; in [`hue`] every such zero is
-/// subtracted from or scaled into a value whose sign it cannot change
-/// (`hue_matches_the_library_rounding` checks it bit for bit).
-#[inline]
-fn trunc_small(x: f32) -> f32 {
-    x as i32 as f32
-}
-
-/// `x.floor()` for `|x| < 2³¹`, as [`trunc_small`].
+/// `x.floor()` for `|x| < 2²²`, in float operations only: adding and
+/// subtracting 1.5 · 2²³ rounds to the nearest integer (the sum's ulp is
+/// 1), and one less where that rounded up. The library's `floorf` is a
+/// call on the baseline x86-64 target (no SSE4.1 `roundps`), and a
+/// conversion through an integer (`as i32`, which saturates) keeps the
+/// hue loop scalar; this one vectorizes. A zero comes out positive; in
+/// [`hue`] every such zero is subtracted from or scaled into a value whose
+/// sign it cannot change (`hue_matches_the_library_rounding` checks it bit
+/// for bit).
 #[inline]
 fn floor_small(x: f32) -> f32 {
-    let t = trunc_small(x);
-    if t > x { t - 1.0 } else { t }
+    const MAGIC: f32 = 12_582_912.0;
+    let r = (x + MAGIC) - MAGIC;
+    if r > x { r - 1.0 } else { r }
+}
+
+/// `x.trunc()` for `|x| < 2²²`, as [`floor_small`].
+#[inline]
+fn trunc_small(x: f32) -> f32 {
+    if x < 0.0 {
+        -floor_small(-x)
+    } else {
+        floor_small(x)
+    }
 }
 
 /// torchvision's hue rotation of one pixel.
@@ -106,19 +115,32 @@ fn hue_rounded(
     let h6 = h * 6.0;
     let i = floor(h6);
     let fr = h6 - i;
-    let i = (i as i32).rem_euclid(6);
+    // The sector `i mod 6` (h6 is in [0, 6], so i is 0..=6), kept a float
+    // and chosen by comparisons, so that the loop stays vectorized:
+    // sector 0 [v, t, p], 1 [q, v, p], 2 [p, v, t], 3 [p, q, v],
+    // 4 [t, p, v], 5 [v, p, q].
+    let i = if i >= 6.0 { i - 6.0 } else { i };
     let sxf = s * fr;
     let q = clamp((1.0 - sxf) * v);
     let t = clamp((sxf + (1.0 - s)) * v);
     let pp = clamp((1.0 - s) * v);
-    match i {
-        0 => [v, t, pp],
-        1 => [q, v, pp],
-        2 => [pp, v, t],
-        3 => [pp, q, v],
-        4 => [t, pp, v],
-        _ => [v, pp, q],
-    }
+    let pick = |c: bool, a: f32, b: f32| if c { a } else { b };
+    let r = pick(
+        i == 0.0 || i == 5.0,
+        v,
+        pick(i == 1.0, q, pick(i == 4.0, t, pp)),
+    );
+    let g = pick(
+        i == 0.0,
+        t,
+        pick(i == 1.0 || i == 2.0, v, pick(i == 3.0, q, pp)),
+    );
+    let b = pick(
+        i == 0.0 || i == 1.0,
+        pp,
+        pick(i == 2.0, t, pick(i == 5.0, q, v)),
+    );
+    [r, g, b]
 }
 
 /// One jitter op on one pixel; `mean` is the contrast mean.
