@@ -258,7 +258,9 @@ pub(crate) fn apply(
 
 /// One blur pass over a plane, along rows (`along_x`) or columns. Each
 /// output is `0 + Σ_k w(|k|)·src(reflect(i + k))` with `k` ascending, the
-/// kernel's order; the loops run over whole rows so that they vectorize.
+/// kernel's order. Outputs are summed a block at a time in registers
+/// (`blur_row`): every tap adds into all the block's sums, which are
+/// stored once, and the block's independent sums keep the adds in flight.
 fn blur_pass(
     src: &[f32],
     dst: &mut [f32],
@@ -268,30 +270,49 @@ fn blur_pass(
     along_x: bool,
 ) {
     let r = taps.len() as isize - 1;
+    let ws: Vec<f32> = (-r..=r).map(|k| taps[k.unsigned_abs()]).collect();
     let mut padded = Vec::new();
+    let mut at = Vec::with_capacity(ws.len());
     for y in 0..height {
         let out = &mut dst[y * width..][..width];
-        out.fill(0.0);
         if along_x {
             let row = &src[y * width..][..width];
             padded.clear();
-            padded.extend((-r..width as isize + r).map(|i| row[reflect(i, width)]));
-            for k in -r..=r {
-                let w = taps[k.unsigned_abs()];
-                let from = &padded[(k + r) as usize..][..width];
-                for (o, v) in out.iter_mut().zip(from) {
-                    *o += w * v;
-                }
-            }
+            // Reflected at the two edges only; the middle is the row.
+            padded.extend((-r..0).map(|i| row[reflect(i, width)]));
+            padded.extend_from_slice(row);
+            padded.extend((width as isize..width as isize + r).map(|i| row[reflect(i, width)]));
+            blur_row(out, &ws, |k| &padded[k..][..width]);
         } else {
-            for k in -r..=r {
-                let w = taps[k.unsigned_abs()];
-                let from = &src[reflect(y as isize + k, height) * width..][..width];
-                for (o, v) in out.iter_mut().zip(from) {
-                    *o += w * v;
-                }
+            at.clear();
+            at.extend((-r..=r).map(|k| reflect(y as isize + k, height) * width));
+            blur_row(out, &ws, |k| &src[at[k]..][..width]);
+        }
+    }
+}
+
+/// `out[x] = 0 + Σ_k ws[k]·tap(k)[x]`, `k` ascending; `tap(k)` is the
+/// source row aligned with `out` for tap `k`.
+#[inline(always)]
+fn blur_row<'s>(out: &mut [f32], ws: &[f32], tap: impl Fn(usize) -> &'s [f32]) {
+    const BLOCK: usize = 16;
+    let x0 = out.len() / BLOCK * BLOCK;
+    for (b, o) in out.chunks_exact_mut(BLOCK).enumerate() {
+        let mut acc = [0.0f32; BLOCK];
+        for (k, &w) in ws.iter().enumerate() {
+            let from = &tap(k)[b * BLOCK..][..BLOCK];
+            for j in 0..BLOCK {
+                acc[j] += w * from[j];
             }
         }
+        o.copy_from_slice(&acc);
+    }
+    for (x, o) in out.iter_mut().enumerate().skip(x0) {
+        let mut acc = 0.0f32;
+        for (k, &w) in ws.iter().enumerate() {
+            acc += w * tap(k)[x];
+        }
+        *o = acc;
     }
 }
 
