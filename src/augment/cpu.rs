@@ -208,7 +208,8 @@ pub(crate) struct Resampler {
     /// lane that is dropped, so that a pixel is one SSE register).
     rows: Vec<f32>,
     /// The columns of one source row that the horizontal taps read, as
-    /// f32, with one float of padding so that every tap loads four lanes.
+    /// f32, then zeros for the largest tap count's padded taps and one
+    /// float more, so that every tap loads four lanes.
     src_row: Vec<f32>,
     /// Per output pixel of the horizontal pass: where its taps start in
     /// `src_row`, and its weights padded with zeros to the row's largest
