@@ -1,4 +1,4 @@
-//! Flat memory (issue 7): 20 epochs over the sample set (more with
+//! Flat memory (issue 7): 60 epochs over the sample set (another count with
 //! `GPUFEED_EPOCHS`). Checked: the pinned/device pools never change after
 //! `build()`; live heap bytes (counted by a wrapping global allocator) do
 //! not grow after the pools fill; resident memory levels off. One test in
@@ -46,14 +46,15 @@ unsafe impl GlobalAlloc for Counting {
 
 // The tests measure the whole process: the harness runs them one at a time.
 common::serial_tests!(
-    rss_and_pools_stay_flat_over_twenty_epochs,
-    gpu_rss_and_pools_stay_flat_over_twenty_epochs,
+    rss_and_pools_stay_flat_over_sixty_epochs,
+    gpu_rss_and_pools_stay_flat_over_sixty_epochs,
 );
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn twenty_epochs(device: Device) {
+fn sixty_epochs(device: Device) {
+    one_malloc_arena();
     let mut p = Pipeline::builder()
         .source(Source::image_folder(common::sample_dir()).unwrap())
         .device(device)
@@ -64,15 +65,16 @@ fn twenty_epochs(device: Device) {
         .build()
         .unwrap();
     let pools = p.memory().pools();
-    let (mut rss, mut live, mut dec) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rss, mut raw, mut live, mut dec) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let epochs: u64 = std::env::var("GPUFEED_EPOCHS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(60);
     for epoch in 0..epochs {
         let n: usize = p.epoch(epoch).map(|b| b.unwrap().len()).sum();
         assert_eq!(n, 28);
-        rss.push(proc_::status("RssAnon"));
+        raw.push(proc_::status("RssAnon"));
+        rss.push(trimmed_rss_anon());
         live.push(LIVE.load(Relaxed) / 1024);
         let m = p.memory();
         assert_eq!(m.pools(), pools, "pools are fixed at build()");
@@ -82,7 +84,8 @@ fn twenty_epochs(device: Device) {
     println!(
         "memory {device:?}: live heap KiB after epoch 1/2/{n}: {}/{}/{}; RssAnon KiB after \
          epoch 1/2/{}/{n}: {}/{}/{}/{}; pools {} B pinned, {} B device\n  live per epoch: \
-         {live:?}\n  RssAnon per epoch: {rss:?}\n  decoder KiB per epoch: {dec:?}",
+         {live:?}\n  RssAnon per epoch, after malloc_trim: {rss:?}\n  RssAnon per epoch, \
+         untrimmed: {raw:?}\n  decoder KiB per epoch: {dec:?}",
         live[0],
         live[1],
         live[n - 1],
@@ -107,7 +110,7 @@ fn twenty_epochs(device: Device) {
         );
     }
     // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:
-    // 240 KiB over the second half. Live bytes settle once the recycling
+    // 720 KiB over the second half. Live bytes settle once the recycling
     // pools have filled (epoch 2), then wobble (on an H100, 2026-11-22,
     // by up to 230 KiB: which compressed files sit in the recycled read
     // buffers at an epoch's end depends on timing), so the second half's
@@ -120,22 +123,65 @@ fn twenty_epochs(device: Device) {
         "live heap grew after epoch 2: {live:?} KiB"
     );
     assert!(settled <= live[0] + 1024, "live heap {live:?} KiB");
-    // RSS also moves with the allocator's caching and fragmentation; it
-    // must level off, not climb like a leak.
+    // RSS (after malloc_trim, see `trimmed_rss_anon`) also counts what the
+    // Rust allocator does not see: C libraries' own mallocs and mmaps. It
+    // must level off, not climb like a leak: over the second half (30
+    // epochs), 20 KiB per epoch taken from the system allocator behind the
+    // counter's back and touched failed it (+636 KiB; tried 2026-11-25).
     assert!(
-        rss[n - 1] <= rss[n / 2 - 1] + 1024,
+        rss[n - 1] <= rss[n / 2 - 1] + 512,
         "RssAnon still climbing: {rss:?} KiB"
     );
 }
 
-fn rss_and_pools_stay_flat_over_twenty_epochs() {
-    twenty_epochs(Device::Cpu);
-    #[cfg(feature = "kernel-emu")]
-    twenty_epochs(Device::Emulated);
+/// Untrimmed, RssAnon also holds the free chunks glibc keeps cached, and
+/// with one malloc arena per thread (glibc's default, up to 8 per core) it
+/// creeps up for 30 or more epochs with live heap bytes flat: the threads
+/// free each other's buffers into arenas that fragment. In a CI run of
+/// e20b440 that creep alone passed the old bound (+1.1 MiB between epochs
+/// 10 and 20). Measured here, emulated device, RssAnon growth over epochs
+/// 30 to 60: +300 to +380 KiB untrimmed or trimmed with per-thread arenas;
+/// +8 to +60 KiB trimmed with one arena. A leak does not care how many
+/// arenas there are, so the test takes one and trims: what is left is
+/// what the process holds. (The per-arena creep is glibc's, and levels
+/// off: docs/RELIABILITY.md, "Memory over 20 epochs".)
+fn one_malloc_arena() {
+    #[cfg(target_env = "gnu")]
+    {
+        const M_ARENA_MAX: std::ffi::c_int = -8;
+        unsafe extern "C" {
+            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+        }
+        // SAFETY: mallopt(3) takes no pointers; M_ARENA_MAX only caps how
+        // many arenas glibc makes from now on (the pipeline's threads are
+        // not started yet).
+        unsafe { mallopt(M_ARENA_MAX, 1) };
+    }
 }
 
-fn gpu_rss_and_pools_stay_flat_over_twenty_epochs() -> common::Outcome {
+/// RssAnon in KiB after glibc has handed its free pages back to the kernel
+/// (see `one_malloc_arena`).
+fn trimmed_rss_anon() -> u64 {
+    #[cfg(target_env = "gnu")]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim(3) takes no pointers and only returns free
+        // memory to the kernel; glibc locks each arena while it trims.
+        unsafe { malloc_trim(0) };
+    }
+    proc_::status("RssAnon")
+}
+
+fn rss_and_pools_stay_flat_over_sixty_epochs() {
+    sixty_epochs(Device::Cpu);
+    #[cfg(feature = "kernel-emu")]
+    sixty_epochs(Device::Emulated);
+}
+
+fn gpu_rss_and_pools_stay_flat_over_sixty_epochs() -> common::Outcome {
     common::need_gpu()?;
-    twenty_epochs(Device::Cuda(0));
+    sixty_epochs(Device::Cuda(0));
     Ok(())
 }
