@@ -111,7 +111,11 @@ impl Pipeline {
         // One read buffer per task the window lets be in flight, made now:
         // the pool never runs dry, so how many exist does not depend on how
         // far the threads happen to run ahead (they cycle in FIFO order and
-        // each grows to the largest file once).
+        // each grows to the largest file once). An nvJPEG-route sample keeps
+        // its buffer until its decode lands (`reader::PooledBytes`): the
+        // readers make new ones meanwhile, and those the full pool has no
+        // room for when they come back are freed, so the buffers are the
+        // window's plus the decoding groups' samples.
         for _ in 0..window {
             let _ = pools.bytes.0.try_send(Vec::new());
         }

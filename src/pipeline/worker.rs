@@ -26,7 +26,7 @@ use crate::augment::photo::photo_params;
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
-use crate::reader::ReadBytes;
+use crate::reader::{BufferPool, PooledBytes, ReadBytes};
 use crate::source::Source;
 use crate::stage::handoff::{Jpeg, Region};
 
@@ -119,7 +119,7 @@ pub(crate) struct Done {
 /// Buffers that cycle between threads; a bounded channel is the pool.
 #[derive(Debug, Clone)]
 pub(crate) struct Pools {
-    pub(crate) bytes: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    pub(crate) bytes: BufferPool,
 }
 
 pub(crate) fn reader_loop(
@@ -303,8 +303,9 @@ pub(crate) fn worker_loop(
             Some(bytes.and_then(|b| {
                 let t0 = Instant::now();
                 (scratch.eligible, scratch.host_phase) = (false, None);
+                let mut b = b;
                 let r = crate::contain::contained(|| {
-                    process(&shared, &mut decoder, &mut scratch, task, &b)
+                    process(&shared, &mut decoder, &mut scratch, task, &mut b, &pools)
                 });
                 if let Some(w) = &shared.worker_decode {
                     w.share
@@ -315,7 +316,11 @@ pub(crate) fn worker_loop(
                     scratch = Scratch::default();
                     Err(SampleError::Panic(format!("CPU worker: {m}")))
                 });
-                let _ = pools.bytes.0.try_send(b);
+                // An nvJPEG sample took the buffer with it (it comes back
+                // when its decode lands).
+                if b.capacity() > 0 {
+                    let _ = pools.bytes.0.try_send(b);
+                }
                 r
             }))
         };
@@ -337,8 +342,10 @@ fn process(
     decoder: &mut CpuDecoder,
     s: &mut Scratch,
     task: Task,
-    bytes: &[u8],
+    buf: &mut Vec<u8>,
+    pools: &Pools,
 ) -> Result<Output, SampleError> {
+    let bytes = &buf[..];
     let cfg = &shared.config;
     let c = &shared.counters;
     let t0 = Instant::now();
@@ -376,7 +383,7 @@ fn process(
             .is_some_and(|w| w.route(engine_ok, draw));
         s.eligible = engine_ok;
         let mut j = Jpeg {
-            bytes: bytes.to_vec(),
+            bytes: PooledBytes::new(std::mem::take(buf), pools.bytes.clone()),
             to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
             width: header.width,
@@ -408,9 +415,13 @@ fn process(
             }
             // nvJPEG refused it: the CPU decoder's turn, here (what the
             // batch thread would do, without its time).
-            Err(_) => refused = true,
+            Err(_) => {
+                *buf = j.bytes.into_vec();
+                refused = true;
+            }
         }
     }
+    let bytes = &buf[..];
     let t1 = Instant::now();
     decoder.decode(bytes, &header, &mut s.image)?;
     if refused {

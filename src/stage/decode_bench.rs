@@ -16,7 +16,7 @@ pub struct DecodeBench {
     route: super::cuda::NvRoute,
     /// Compressed bytes, width and height of each distinct image, and
     /// whether the engine supports it.
-    jpegs: Vec<(Vec<u8>, u32, u32, bool)>,
+    jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool)>,
     batch: usize,
     next: usize,
     counts: super::cuda::RouteCounts,
@@ -79,6 +79,10 @@ impl DecodeBench {
         while jpegs.len() < batch {
             jpegs.extend_from_within(..distinct);
         }
+        let jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool)> = jpegs
+            .into_iter()
+            .map(|(b, w, h, ok)| (b.into(), w, h, ok))
+            .collect();
         // Arena room for the `batch` largest images, so any batch fits.
         let mut sizes: Vec<usize> = jpegs
             .iter()

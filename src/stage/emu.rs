@@ -60,7 +60,7 @@ pub(super) type EmuReply = Vec<std::result::Result<(), SampleError>>;
 /// An image for the emulated engine: bytes, header size, window, and
 /// where it goes (arena, byte offset).
 pub(super) struct EmuJob {
-    pub(super) bytes: Vec<u8>,
+    pub(super) bytes: crate::reader::PooledBytes,
     pub(super) size: (u32, u32),
     pub(super) roi: Option<crate::decode::nvjpeg::Roi>,
     pub(super) arena: EmuArena,

@@ -75,7 +75,7 @@ impl Region {
 /// rotation).
 #[derive(Debug)]
 pub(crate) struct Jpeg {
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) bytes: crate::reader::PooledBytes,
     /// Whether it goes to the hardware engine, decided once by the worker
     /// that parsed it ([`WorkerDecode::route`]).
     pub(crate) to_engine: bool,

@@ -19,7 +19,7 @@ use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder, Dest, Roi};
 /// One compressed image for nvJPEG: where in the group's arena it goes.
 #[derive(Debug)]
 pub(crate) struct JpegJob {
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) bytes: crate::reader::PooledBytes,
     pub(crate) width: u32,
     pub(crate) height: u32,
     /// Byte offset in the arena, which has room for the whole image.
@@ -60,7 +60,7 @@ type LaneTimes = Arc<Mutex<Vec<[(u64, Duration); 2]>>>;
 /// its width (the pitch of a whole-image decode) and the window the engine
 /// may decode instead of the whole image.
 struct EngineJob {
-    bytes: Vec<u8>,
+    bytes: crate::reader::PooledBytes,
     dest: u64,
     width: u32,
     window: Option<Roi>,
@@ -74,7 +74,7 @@ struct EngineJob {
 /// engine decoded it (`Some(None)`: the whole image) and its writes are
 /// complete, `None` where it did not take it.
 struct EngineReply {
-    bytes: Vec<Vec<u8>>,
+    bytes: Vec<crate::reader::PooledBytes>,
     taken: Vec<Option<Option<Roi>>>,
 }
 
@@ -112,7 +112,7 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
             by_order.sort_by_key(|&i| jobs[ks[i]].order);
             let ks: Vec<usize> = by_order.iter().map(|&i| ks[i]).collect();
             let rois: Vec<Option<Roi>> = by_order.iter().map(|&i| rois[i]).collect();
-            let data: Vec<&[u8]> = ks.iter().map(|&k| jobs[k].bytes.as_slice()).collect();
+            let data: Vec<&[u8]> = ks.iter().map(|&k| &jobs[k].bytes[..]).collect();
             let dst: Vec<Dest> = ks
                 .iter()
                 .zip(&rois)
@@ -391,7 +391,7 @@ impl CudaEngine {
         mut sub: Submitted,
         route: &mut NvRoute,
         counts: &mut RouteCounts,
-    ) -> Result<(Vec<JpegOutcome>, Vec<Vec<u8>>)> {
+    ) -> Result<(Vec<JpegOutcome>, Vec<crate::reader::PooledBytes>)> {
         let mut retry = Vec::new();
         if let Some(t) = sub.ticket.take() {
             match t.wait() {
@@ -461,7 +461,7 @@ impl CudaEngine {
         jobs: Vec<JpegJob>,
         route: &mut NvRoute,
         counts: &mut RouteCounts,
-    ) -> Result<(Vec<JpegOutcome>, Vec<Vec<u8>>)> {
+    ) -> Result<(Vec<JpegOutcome>, Vec<crate::reader::PooledBytes>)> {
         let sub = self.submit_jpegs(arena, jobs, route, counts)?;
         let out = self.complete_jpegs(arena, sub, route, counts)?;
         self.synchronize()?;
