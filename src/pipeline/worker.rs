@@ -300,10 +300,9 @@ pub(crate) fn worker_loop(
         let result = if shared.is_stale(task.generation) {
             None
         } else {
-            Some(bytes.and_then(|b| {
+            Some(bytes.and_then(|mut b| {
                 let t0 = Instant::now();
                 (scratch.eligible, scratch.host_phase) = (false, None);
-                let mut b = b;
                 let r = crate::contain::contained(|| {
                     process(&shared, &mut decoder, &mut scratch, task, &mut b, &pools)
                 });
