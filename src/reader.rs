@@ -10,6 +10,8 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
@@ -114,6 +116,11 @@ pub(crate) fn read_file(path: &Path, buf: &mut Vec<u8>, max_bytes: u64) -> Resul
 /// Fill `buf` with up to `len` bytes of `file` from `offset` by positioned
 /// reads; shorter when the file ends first.
 fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result<(), SampleError> {
+    // `buf` is empty here: a new allocation of the right size, rather than
+    // a realloc that copies the old one for nothing.
+    if buf.capacity() < len as usize {
+        *buf = Vec::new();
+    }
     buf.resize(len as usize, 0);
     let mut done = 0usize;
     while done < buf.len() {
@@ -128,8 +135,107 @@ fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result
     Ok(())
 }
 
-/// The readers' buffer pool: a bounded channel's two ends.
-pub(crate) type BufferPool = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
+/// The readers' buffer pool: read buffers cycle through a bounded channel,
+/// and the pool decides their size.
+///
+/// A buffer is grown at once to the largest file read so far, so that the
+/// pool reaches its final size within the first epoch and live memory is
+/// flat after it (issue 7). Past a first sample of files, though, no
+/// buffer is kept larger than four times the mean file size (`keep`): a
+/// buffer that held a larger file is replaced by one of that size when it
+/// comes back. Without that bound every buffer of the window (512 at
+/// batch 256) ended up as large as the dataset's largest file: on 630
+/// ImageNet-sized photos with 24 files of 5-9 MB among them, the CPU
+/// backend's peak RSS climbed with each epoch to 3.2 GB at epoch 20
+/// (docs/BENCHMARKS.md, "Read buffers").
+#[derive(Clone, Debug)]
+pub(crate) struct BufferPool {
+    tx: Sender<Vec<u8>>,
+    rx: Receiver<Vec<u8>>,
+    sizes: Arc<Sizes>,
+}
+
+/// What the pool has seen of the files read.
+#[derive(Debug, Default)]
+struct Sizes {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    largest: AtomicUsize,
+}
+
+/// Files read before the mean is trusted to bound the buffers.
+const KEEP_AFTER_FILES: u64 = 256;
+/// Kept buffers hold this many mean-sized files; the rare larger file
+/// allocates a buffer for itself.
+const KEEP_MEANS: u64 = 4;
+/// `keep` moves in these steps, so that the running mean's wobble does
+/// not resize buffers.
+const KEEP_STEP: u64 = 64 << 10;
+
+impl BufferPool {
+    /// A pool of `n` buffers, all empty until first used.
+    pub(crate) fn new(n: usize) -> BufferPool {
+        let (tx, rx) = crossbeam_channel::bounded(n);
+        for _ in 0..n {
+            let _ = tx.try_send(Vec::new());
+        }
+        BufferPool {
+            tx,
+            rx,
+            sizes: Arc::default(),
+        }
+    }
+
+    /// A buffer to read into: a pooled one, or a new one while they are
+    /// all out.
+    pub(crate) fn take(&self) -> Vec<u8> {
+        self.rx.try_recv().unwrap_or_default()
+    }
+
+    /// Note the file just read into `buf` and grow `buf` to the pool's
+    /// buffer size.
+    pub(crate) fn fit(&self, buf: &mut Vec<u8>) {
+        let n = buf.len();
+        self.sizes.files.fetch_add(1, Relaxed);
+        self.sizes.bytes.fetch_add(n as u64, Relaxed);
+        self.sizes.largest.fetch_max(n, Relaxed);
+        buf.reserve_exact(self.size().saturating_sub(n));
+    }
+
+    /// The size buffers are grown to: the largest file so far, at most
+    /// `keep`.
+    fn size(&self) -> usize {
+        let largest = self.sizes.largest.load(Relaxed);
+        let files = self.sizes.files.load(Relaxed);
+        if files < KEEP_AFTER_FILES {
+            return largest;
+        }
+        let mean = self.sizes.bytes.load(Relaxed) / files;
+        let keep = (KEEP_MEANS * mean).div_ceil(KEEP_STEP) * KEEP_STEP;
+        largest.min(usize::try_from(keep).unwrap_or(usize::MAX))
+    }
+
+    /// Take `buf` back. Never blocks. One larger than the pool's size is
+    /// replaced by a new one of that size (not shrunk: a shrinking realloc
+    /// may copy). The pool is full when the readers made new buffers while
+    /// this one was out: the larger of it and the pool's oldest stays (a
+    /// grown buffer is not traded for one still empty), the other is freed.
+    pub(crate) fn give_back(&self, mut buf: Vec<u8>) {
+        let size = self.size();
+        if buf.capacity() > size {
+            buf = Vec::with_capacity(size);
+        }
+        if let Err(TrySendError::Full(buf)) = self.tx.try_send(buf)
+            && let Ok(old) = self.rx.try_recv()
+        {
+            let _ = self.tx.try_send(if old.capacity() >= buf.capacity() {
+                old
+            } else {
+                buf
+            });
+        }
+    }
+}
 
 /// A read buffer on loan from the readers' pool: it derefs to the bytes
 /// read, and dropping it sends the buffer back to the pool. The nvJPEG
@@ -144,8 +250,7 @@ pub(crate) struct PooledBytes {
 }
 
 impl PooledBytes {
-    /// `buf`, given back to the pool `home` (both ends of its channel)
-    /// when dropped.
+    /// `buf`, given back to the pool `home` when dropped.
     pub(crate) fn new(buf: Vec<u8>, home: BufferPool) -> PooledBytes {
         PooledBytes {
             buf,
@@ -184,52 +289,78 @@ impl std::fmt::Debug for PooledBytes {
 
 impl Drop for PooledBytes {
     fn drop(&mut self) {
-        let Some((tx, rx)) = self.home.take() else {
-            return;
-        };
-        // Never blocks. The pool is full when the readers made new buffers
-        // while this one was out: the larger of it and the pool's oldest
-        // stays (a buffer grown to the largest file is not traded for one
-        // still empty), the other is freed.
-        if let Err(TrySendError::Full(buf)) = tx.try_send(std::mem::take(&mut self.buf))
-            && let Ok(old) = rx.try_recv()
-        {
-            let _ = tx.try_send(if old.capacity() >= buf.capacity() {
-                old
-            } else {
-                buf
-            });
+        if let Some(pool) = self.home.take() {
+            pool.give_back(std::mem::take(&mut self.buf));
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::PooledBytes;
+    use super::{BufferPool, KEEP_AFTER_FILES, PooledBytes};
+
+    /// `n` bytes as just read by a reader, noted by the pool.
+    fn read(pool: &BufferPool, n: usize) -> Vec<u8> {
+        let mut buf = pool.take();
+        buf.clear();
+        buf.resize(n, 0);
+        pool.fit(&mut buf);
+        buf
+    }
 
     #[test]
     fn a_loaned_buffer_comes_back_to_its_pool_and_a_full_pool_keeps_the_larger() {
-        let pool = crossbeam_channel::bounded::<Vec<u8>>(1);
-        drop(PooledBytes::new(vec![7; 100], pool.clone()));
-        let back = pool.1.try_recv().unwrap();
+        let pool = BufferPool::new(1);
+        let b = read(&pool, 100);
+        assert_eq!(b.capacity(), 100);
+        drop(PooledBytes::new(b, pool.clone()));
+        let back = pool.take();
         assert_eq!((back.len(), back.capacity()), (100, 100));
 
         // Full of an empty buffer: the grown one takes its place.
-        pool.0.try_send(Vec::new()).unwrap();
-        let b = PooledBytes::new(Vec::with_capacity(4096), pool.clone());
-        drop(b);
-        assert_eq!(pool.1.try_recv().unwrap().capacity(), 4096);
-        assert!(pool.1.try_recv().is_err(), "one buffer, not two");
+        pool.give_back(Vec::new());
+        drop(PooledBytes::new(Vec::with_capacity(100), pool.clone()));
+        assert_eq!(pool.take().capacity(), 100);
+        assert!(pool.rx.try_recv().is_err(), "one buffer, not two");
 
-        // Full of a larger one: the loaned one is freed.
-        pool.0.try_send(Vec::with_capacity(8192)).unwrap();
-        drop(PooledBytes::new(Vec::with_capacity(16), pool.clone()));
-        assert_eq!(pool.1.try_recv().unwrap().capacity(), 8192);
+        // Full of a grown one: the loaned one, still empty, is freed.
+        pool.give_back(Vec::with_capacity(100));
+        drop(PooledBytes::new(Vec::new(), pool.clone()));
+        assert_eq!(pool.take().capacity(), 100);
 
         // Taken out for good, or made without a pool: nothing comes back.
         let v = PooledBytes::new(vec![1, 2, 3], pool.clone()).into_vec();
         assert_eq!(v, [1, 2, 3]);
         drop(PooledBytes::from(vec![4; 10]));
-        assert!(pool.1.try_recv().is_err());
+        assert!(pool.rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn buffers_grow_to_the_largest_file_but_no_further_than_four_means() {
+        let pool = BufferPool::new(4);
+        // Until the mean is trusted, buffers grow to the largest file.
+        let big = read(&pool, 5 << 20);
+        assert_eq!(big.capacity(), 5 << 20);
+        pool.give_back(big);
+        for _ in 2..KEEP_AFTER_FILES {
+            let b = read(&pool, 100 << 10);
+            assert_eq!(b.capacity(), 5 << 20);
+            pool.give_back(b);
+        }
+        // From the 256th file on (mean 120 KiB): four means, in 64 KiB
+        // steps. Each buffer comes back at that size.
+        let small = read(&pool, 100 << 10);
+        assert_eq!(small.capacity(), 5 << 20, "a buffer is not shrunk in use");
+        pool.give_back(small);
+        let held: Vec<_> = (0..4).map(|_| pool.take()).collect();
+        held.into_iter().for_each(|b| pool.give_back(b));
+        let caps: Vec<_> = (0..4).map(|_| pool.take().capacity()).collect();
+        assert_eq!(caps, [512 << 10; 4]);
+        // A larger file grows its buffer only until the buffer comes back
+        // (at four means of 139 KiB now, with it: 576 KiB).
+        let big = read(&pool, 5 << 20);
+        assert!(big.capacity() >= 5 << 20);
+        pool.give_back(big);
+        assert_eq!(pool.take().capacity(), 576 << 10);
     }
 }

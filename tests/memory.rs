@@ -1,8 +1,9 @@
 //! Flat memory (issue 7): 60 epochs over the sample set (another count with
 //! `GPUFEED_EPOCHS`). Checked: the pinned/device pools never change after
 //! `build()`; live heap bytes (counted by a wrapping global allocator) do
-//! not grow after the pools fill; resident memory levels off. One test in
-//! its own binary so that no other test allocates alongside.
+//! not grow after the pools fill; resident memory levels off; a few large
+//! files do not make every read buffer large. Tests in their own binary,
+//! one at a time, so that no other test allocates alongside.
 
 mod common;
 #[path = "common/proc.rs"]
@@ -48,6 +49,7 @@ unsafe impl GlobalAlloc for Counting {
 common::serial_tests!(
     rss_and_pools_stay_flat_over_sixty_epochs,
     gpu_rss_and_pools_stay_flat_over_sixty_epochs,
+    read_buffers_stay_near_the_mean_file_size,
 );
 
 #[global_allocator]
@@ -184,4 +186,74 @@ fn gpu_rss_and_pools_stay_flat_over_sixty_epochs() -> common::Outcome {
     common::need_gpu()?;
     sixty_epochs(Device::Cuda(0));
     Ok(())
+}
+
+/// The read buffers' pool (`reader::BufferPool`) grows buffers to the
+/// largest file but keeps none past four times the mean file size. Before
+/// that bound every buffer of the window ended up as large as the largest
+/// file, and a dataset with a few large files held window x largest file
+/// (docs/BENCHMARKS.md, "Read buffers").
+fn read_buffers_stay_near_the_mean_file_size() {
+    // 280 of the sample's photos (10 copies of each, 60 KB on average)
+    // and 4 of them with 4 MiB of padding after the image, which decoders
+    // ignore.
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = 0;
+    for entry in std::fs::read_dir(common::sample_dir()).unwrap() {
+        let class = entry.unwrap().path();
+        if !class.is_dir() {
+            continue;
+        }
+        let to = dir.path().join(class.file_name().unwrap());
+        std::fs::create_dir(&to).unwrap();
+        for photo in std::fs::read_dir(&class).unwrap() {
+            let photo = photo.unwrap().path();
+            let bytes = std::fs::read(&photo).unwrap();
+            for k in 0..10 {
+                let name = format!("{k}-{}", photo.file_name().unwrap().to_string_lossy());
+                let mut b = bytes.clone();
+                if files < 4 {
+                    b.resize(b.len() + (4 << 20), 0);
+                }
+                std::fs::write(to.join(name), b).unwrap();
+                files += 1;
+            }
+        }
+    }
+    let source = Source::image_folder(dir.path()).unwrap();
+    assert_eq!(source.len(), files);
+    let devices = [
+        Device::Cpu,
+        #[cfg(feature = "kernel-emu")]
+        Device::Emulated,
+    ];
+    for device in devices {
+        // Batch 32 and prefetch 2: 64 read buffers. At the largest file
+        // that is 256 MiB; at four means (about 120 KB with the padded
+        // files), 32 MiB.
+        let mut p = Pipeline::builder()
+            .source(source.clone())
+            .device(device)
+            .batch_size(32)
+            .prefetch(2)
+            .workers(2)
+            .output_size(64, 64)
+            .dtype(DType::F16)
+            .build()
+            .unwrap();
+        let built = LIVE.load(Relaxed);
+        let mut grown = Vec::new();
+        for epoch in 0..3 {
+            let n: usize = p.epoch(epoch).map(|b| b.unwrap().len()).sum();
+            assert_eq!(n, files);
+            grown.push((LIVE.load(Relaxed) - built) >> 20);
+        }
+        println!(
+            "read buffers, {device:?}: live heap MiB above build() after each epoch: {grown:?}"
+        );
+        assert!(
+            grown[2] < 96,
+            "{device:?}: live heap grew {grown:?} MiB over 3 epochs of {files} files"
+        );
+    }
 }

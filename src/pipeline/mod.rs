@@ -30,6 +30,7 @@ use self::stats::Counters;
 use self::worker::{Pools, Shared, Task};
 use crate::decode::CpuDecoder;
 use crate::error::{Error, Result};
+use crate::reader::BufferPool;
 use crate::sampler::Sampler;
 use crate::source::Source;
 use crate::stage::{DeviceStage, Engine};
@@ -105,20 +106,17 @@ impl Pipeline {
             worker_decode: stage.as_deref().and_then(DeviceStage::worker_decode),
             config,
         });
+        // One read buffer per task the window lets be in flight, made now
+        // (empty): the pool never runs dry, so how many exist does not
+        // depend on how far the threads happen to run ahead. An
+        // nvJPEG-route sample keeps its buffer until its decode lands
+        // (`reader::PooledBytes`): the readers make new ones meanwhile, and
+        // those the full pool has no room for when they come back are
+        // freed, so the buffers are the window's plus the decoding groups'
+        // samples. The pool sizes them (`reader::BufferPool`).
         let pools = Pools {
-            bytes: bounded(window),
+            bytes: BufferPool::new(window),
         };
-        // One read buffer per task the window lets be in flight, made now:
-        // the pool never runs dry, so how many exist does not depend on how
-        // far the threads happen to run ahead (they cycle in FIFO order and
-        // each grows to the largest file once). An nvJPEG-route sample keeps
-        // its buffer until its decode lands (`reader::PooledBytes`): the
-        // readers make new ones meanwhile, and those the full pool has no
-        // room for when they come back are freed, so the buffers are the
-        // window's plus the decoding groups' samples.
-        for _ in 0..window {
-            let _ = pools.bytes.0.try_send(Vec::new());
-        }
         let (task_tx, task_rx) = unbounded::<Task>();
         let (read_tx, read_rx) = unbounded();
         let (done_tx, done_rx) = unbounded();

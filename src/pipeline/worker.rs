@@ -40,12 +40,12 @@ pub(crate) struct Shared {
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
     pub(crate) io: Arc<dyn ReadBytes>,
-    /// Largest file read, image decoded and image height so far (the last
-    /// sizes each worker's resampler scratch): pooled buffers are grown
-    /// to these as soon as they cycle, so the pools reach their final size
-    /// within the first epoch instead of creeping up over many (issue 7,
-    /// flat memory).
-    pub(crate) high_water: [AtomicUsize; 3],
+    /// Largest image decoded and image height so far (the latter sizes
+    /// each worker's resampler scratch): workers' buffers are grown to
+    /// these at once, so they reach their final size within the first
+    /// epoch instead of creeping up over many (issue 7, flat memory). The
+    /// read buffers' pool sizes its own (`BufferPool`).
+    pub(crate) high_water: [AtomicUsize; 2],
     /// The timeline, when asked for (`PipelineBuilder::trace`).
     pub(crate) trace: Option<Arc<super::trace::Trace>>,
     /// Set when a device stage runs: workers hand it decoded regions of at
@@ -59,9 +59,8 @@ pub(crate) struct Shared {
     pub(crate) worker_decode: Option<Arc<crate::stage::handoff::WorkerDecode>>,
 }
 
-const FILE: usize = 0;
-const PIXELS: usize = 1;
-const ROWS: usize = 2;
+const PIXELS: usize = 0;
+const ROWS: usize = 1;
 
 impl Shared {
     /// Note a buffer's need and grow it to the high-water mark.
@@ -116,7 +115,7 @@ pub(crate) struct Done {
     pub(crate) result: Option<Result<Output, SampleError>>,
 }
 
-/// Buffers that cycle between threads; a bounded channel is the pool.
+/// Buffers that cycle between threads.
 #[derive(Debug, Clone)]
 pub(crate) struct Pools {
     pub(crate) bytes: BufferPool,
@@ -142,7 +141,7 @@ pub(crate) fn reader_loop(
             });
             continue;
         }
-        let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
+        let mut buf = pools.bytes.take();
         let t0 = Instant::now();
         let max = shared.config.max_file_bytes;
         let res = crate::contain::contained(|| {
@@ -151,7 +150,7 @@ pub(crate) fn reader_loop(
                 .read_with(&*shared.io, task.index as usize, &mut buf, max)
         })
         .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
-        if !send_read(&shared, &out, task, t0, true, res.map(|()| buf)) {
+        if !send_read(&shared, &pools, &out, task, t0, true, res.map(|()| buf)) {
             return;
         }
     }
@@ -161,6 +160,7 @@ pub(crate) fn reader_loop(
 /// was its own); false when the workers are gone.
 fn send_read(
     shared: &Shared,
+    pools: &Pools,
     out: &Sender<Read>,
     task: Task,
     t0: Instant,
@@ -175,8 +175,7 @@ fn send_read(
     }
     let bytes = bytes.map(|mut buf| {
         Counters::add(&shared.counters.bytes_read, buf.len() as u64);
-        let n = buf.len();
-        shared.size(FILE, &mut buf, n);
+        pools.bytes.fit(&mut buf);
         buf
     });
     out.send(Read { task, bytes }).is_ok()
@@ -258,7 +257,7 @@ fn remote_reader_loop(
         });
         for (&(at, _), r) in wanted.iter().zip(got) {
             answers[at] = Some(r.map(|b| {
-                let mut buf = pools.bytes.1.try_recv().unwrap_or_default();
+                let mut buf = pools.bytes.take();
                 buf.clear();
                 buf.extend_from_slice(&b);
                 buf
@@ -268,7 +267,7 @@ fn remote_reader_loop(
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
         for (task, answer) in group.into_iter().zip(answers) {
             if let Some(bytes) = answer
-                && !send_read(&shared, &out, task, t0, false, bytes)
+                && !send_read(&shared, &pools, &out, task, t0, false, bytes)
             {
                 return;
             }
@@ -318,7 +317,7 @@ pub(crate) fn worker_loop(
                 // An nvJPEG sample took the buffer with it (it comes back
                 // when its decode lands).
                 if b.capacity() > 0 {
-                    let _ = pools.bytes.0.try_send(b);
+                    pools.bytes.give_back(b);
                 }
                 r
             }))
