@@ -4,7 +4,13 @@
 #
 #   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
 #
-# PHASE: tests, sanitize, bench, peers, or all (the default: all but peers).
+# PHASE: quick, tests, sanitize, bench, peers, or all (the default: all but
+# peers and quick). quick is the first call of a short lease (15 minutes of
+# device time in all, start-up included): the device stage's tests, the
+# headline benches beside torchvision's GPU pipeline, decode-bench, the
+# nvJPEG tests and one sanitizer run, most telling first, so that
+# GPU_DEADLINE cuts what matters least; then `tests sanitize bench` with
+# GPU_SKIP naming what quick ran (they share step names).
 # DATA: a folder of JPEGs to bench (default: the bundle's corpus
 # photos/imagenet-size, else data/sample).
 #
@@ -39,7 +45,7 @@ data=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; data=${1:-}; break ;;
-    tests | sanitize | bench | peers) phases+=("$1") ;;
+    quick | tests | sanitize | bench | peers) phases+=("$1") ;;
     all) phases+=(tests sanitize bench) ;;
     *) data=$1 ;;
   esac
@@ -93,6 +99,28 @@ cuda_libs() {
   done
 }
 
+# The end-to-end benches read at least BENCH_IMAGES files: a smaller DATA
+# is repeated through links (into bench_data; DATA itself stays as it is
+# for decode-bench and kernel-bench, which time batches, not epochs).
+bench_data=
+grow_data() {
+  [ -n "$bench_data" ] && return
+  bench_data=$data
+  local n want=${BENCH_IMAGES:-5000} big=$logs/bench-data r
+  n=$(find -L "$data" -type f | wc -l)
+  if [ "$n" -gt 0 ] && [ "$n" -lt "$want" ]; then
+    rm -rf "$big"
+    mkdir -p "$big"
+    for r in $(seq 1 $(((want + n - 1) / n))); do
+      find -L "$(cd "$data" && pwd)" -type f | while read -r f; do
+        ln -s "$f" "$big/$r-$(basename "$f")"
+      done
+    done
+    echo "bench data: $data repeated to $(find -L "$big" -type f | wc -l) files" | tee -a "$logs/summary.txt"
+    bench_data=$big
+  fi
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu \
   --format=csv >"$logs/nvidia-smi.txt" 2>&1 || true
 cat "$logs/nvidia-smi.txt"
@@ -100,6 +128,34 @@ echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
 
 for phase in "${phases[@]}"; do
   case $phase in
+    quick)
+      # Most telling first; GPU_DEADLINE cuts the tail. Nothing here has
+      # run on a GPU since 2026-11-22 (docs/RELIABILITY.md, "GPU checks
+      # still unrun"): the device stage against the CPU backend first, then
+      # issue 16's numbers with torchvision's pipeline on the same files.
+      step doctor 30 "$bin/gpufeed" doctor --require-gpu
+      step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      grow_data
+      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --json
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 3 --threads "$(nproc)"
+      GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,auto,1 \
+        --out "$logs/shares"
+      # The ceiling: nvJPEG alone, the engine's cores reported.
+      GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 10 --hardware-share 0,auto,1
+      step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
+        step nvjpeg-decode 180 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-memcheck-stage 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
+          "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
+      fi
+      step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
+      ;;
     tests)
       # What the box gives gpufeed, in one screen.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
@@ -179,41 +235,27 @@ for phase in "${phases[@]}"; do
       # The CUDA route with its host phases on the decoding thread alone.
       step decode-bench-1thread 60 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 5 \
         --hardware-share 0 --threads 0
-      # End-to-end epochs over at least BENCH_IMAGES files.
-      n=$(find -L "$data" -type f | wc -l)
-      want=${BENCH_IMAGES:-5000}
-      if [ "$n" -gt 0 ] && [ "$n" -lt "$want" ]; then
-        big=$logs/bench-data
-        rm -rf "$big"
-        mkdir -p "$big"
-        for r in $(seq 1 $(((want + n - 1) / n))); do
-          find -L "$(cd "$data" && pwd)" -type f | while read -r f; do
-            ln -s "$f" "$big/$r-$(basename "$f")"
-          done
-        done
-        echo "bench data: $data repeated to $(find -L "$big" -type f | wc -l) files" | tee -a "$logs/summary.txt"
-        data=$big
-      fi
+      grow_data
       # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
-      step bench-cuda 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 --dtype f16 \
+      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 \
         --epochs 5 --json
-      step bench-cuda-routes 180 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+      step bench-cuda-routes 180 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep hardware-share=0,0.5,1 --sweep cpu-decode=false,true \
         --out "$logs/routes"
       # The steered share against the fixed ones above; each move is
       # printed (GPUFEED_SHARE_LOG) with the costs it was set from.
-      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share 120 "$bin/gpufeed" bench "$data" \
+      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share 120 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --sweep hardware-share=auto,1 \
         --sweep in-flight=2,3 --out "$logs/auto-share"
       # With a trainer step of 40 ms per batch (6,400 img/s) the pipeline
       # is not the bottleneck: auto should lean to the engine and cost the
       # CPU-ms per image of share 1, not of the balance.
-      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share-trainer 120 "$bin/gpufeed" bench "$data" \
+      GPUFEED_SHARE_LOG=1 step bench-cuda-auto-share-trainer 120 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --consumer-ms 40 \
         --sweep hardware-share=auto,0.5,1 --out "$logs/auto-share-trainer"
       # Issue 16: batches decoding at once (the default, 3, is unmeasured)
       # against the share, and one timeline to open in Perfetto.
-      step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+      step bench-cuda-in-flight 240 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep in-flight=1,2,3,4 --sweep hardware-share=0,0.5,1 \
         --out "$logs/in-flight"
       # Issue 16, item 3c: GPU Huffman decoding for the whole CUDA share
@@ -221,22 +263,23 @@ for phase in "${phases[@]}"; do
       # img/s and CPU ms per image against the default, on the fuzzed files'
       # safety see nvjpeg-decode.
       GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 step bench-cuda-gpu-huffman 90 "$bin/gpufeed" \
-        bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0
+        bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0
       # Engine calls sent as a batch fills, sized near engines x cores
       # (decode-bench prints them), against one call per batch (0).
-      step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+      step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep engine-call=0,16,32,64 --sweep hardware-share=0.5,1 \
         --out "$logs/engine-call"
-      step bench-cuda-trace 90 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+      step bench-cuda-trace 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --hardware-share 0.5 --trace "$logs/trace-share-0.5.json"
-      step bench-cuda-readers 120 "$bin/gpufeed" bench "$data" --device cuda:0 --batch 256 \
+      step bench-cuda-readers 120 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
-      step bench-cpu 90 "$bin/gpufeed" bench "$data" --device cpu --json
+      step bench-cpu 90 "$bin/gpufeed" bench "$bench_data" --device cpu --json
       ;;
     peers)
       # torchvision GPU and DALI (when installed) side by side.
       if [ -f benches/peers/compare.sh ]; then
-        step peers 300 bash benches/peers/compare.sh "$data" 3 "$logs/peers"
+        grow_data
+        step peers 300 bash benches/peers/compare.sh "$bench_data" 3 "$logs/peers"
       fi
       ;;
   esac
