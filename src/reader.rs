@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::SampleError;
 
@@ -148,19 +148,43 @@ fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result
 /// ImageNet-sized photos with 24 files of 5-9 MB among them, the CPU
 /// backend's peak RSS climbed with each epoch to 3.2 GB at epoch 20
 /// (docs/BENCHMARKS.md, "Read buffers").
+///
+/// The pool also counts what its buffers hold ([`Held`], reported by
+/// `Pipeline::memory`): the spare ones in the pool and those lent out as
+/// [`PooledBytes`]. A buffer a reader is filling at the moment is in
+/// neither (at most one per reader thread).
 #[derive(Clone, Debug)]
 pub(crate) struct BufferPool {
     tx: Sender<Vec<u8>>,
     rx: Receiver<Vec<u8>>,
-    sizes: Arc<Sizes>,
+    book: Arc<Book>,
 }
 
-/// What the pool has seen of the files read.
+/// What the pool has seen of the files read, and the capacity of its
+/// buffers.
 #[derive(Debug, Default)]
-struct Sizes {
+struct Book {
     files: AtomicU64,
     bytes: AtomicU64,
     largest: AtomicUsize,
+    /// Buffers in the pool.
+    pooled: AtomicU64,
+    /// Buffers lent out as `PooledBytes`. Each buffer's increment happens
+    /// before its decrement (the buffer itself passes between the
+    /// threads through channels), so neither count wraps.
+    lent: AtomicU64,
+}
+
+/// A reading of a pool's buffers' capacity, kept by whoever reports
+/// memory.
+#[derive(Clone, Debug)]
+pub(crate) struct Held(Arc<Book>);
+
+impl Held {
+    /// Bytes of capacity the pool's buffers hold, pooled and lent.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.0.pooled.load(Relaxed) + self.0.lent.load(Relaxed)
+    }
 }
 
 /// Files read before the mean is trusted to bound the buffers.
@@ -182,35 +206,57 @@ impl BufferPool {
         BufferPool {
             tx,
             rx,
-            sizes: Arc::default(),
+            book: Arc::default(),
         }
+    }
+
+    /// What the pool's buffers hold, readable while they cycle.
+    pub(crate) fn held(&self) -> Held {
+        Held(self.book.clone())
     }
 
     /// A buffer to read into: a pooled one, or a new one while they are
     /// all out.
     pub(crate) fn take(&self) -> Vec<u8> {
-        self.rx.try_recv().unwrap_or_default()
+        self.pop().unwrap_or_default()
+    }
+
+    fn pop(&self) -> Option<Vec<u8>> {
+        let buf = self.rx.try_recv().ok()?;
+        self.book.pooled.fetch_sub(buf.capacity() as u64, Relaxed);
+        Some(buf)
+    }
+
+    /// `buf` into the pool, or back to the caller when the pool is full.
+    fn push(&self, buf: Vec<u8>) -> Result<(), Vec<u8>> {
+        let n = buf.capacity() as u64;
+        // Counted first: a taker may pop it before `try_send` returns.
+        self.book.pooled.fetch_add(n, Relaxed);
+        self.tx.try_send(buf).map_err(|e| {
+            self.book.pooled.fetch_sub(n, Relaxed);
+            e.into_inner()
+        })
     }
 
     /// Note the file just read into `buf` and grow `buf` to the pool's
     /// buffer size.
     pub(crate) fn fit(&self, buf: &mut Vec<u8>) {
         let n = buf.len();
-        self.sizes.files.fetch_add(1, Relaxed);
-        self.sizes.bytes.fetch_add(n as u64, Relaxed);
-        self.sizes.largest.fetch_max(n, Relaxed);
+        self.book.files.fetch_add(1, Relaxed);
+        self.book.bytes.fetch_add(n as u64, Relaxed);
+        self.book.largest.fetch_max(n, Relaxed);
         buf.reserve_exact(self.size().saturating_sub(n));
     }
 
     /// The size buffers are grown to: the largest file so far, at most
     /// `keep`.
     fn size(&self) -> usize {
-        let largest = self.sizes.largest.load(Relaxed);
-        let files = self.sizes.files.load(Relaxed);
+        let largest = self.book.largest.load(Relaxed);
+        let files = self.book.files.load(Relaxed);
         if files < KEEP_AFTER_FILES {
             return largest;
         }
-        let mean = self.sizes.bytes.load(Relaxed) / files;
+        let mean = self.book.bytes.load(Relaxed) / files;
         let keep = (KEEP_MEANS * mean).div_ceil(KEEP_STEP) * KEEP_STEP;
         largest.min(usize::try_from(keep).unwrap_or(usize::MAX))
     }
@@ -225,10 +271,10 @@ impl BufferPool {
         if buf.capacity() > size {
             buf = Vec::with_capacity(size);
         }
-        if let Err(TrySendError::Full(buf)) = self.tx.try_send(buf)
-            && let Ok(old) = self.rx.try_recv()
+        if let Err(buf) = self.push(buf)
+            && let Some(old) = self.pop()
         {
-            let _ = self.tx.try_send(if old.capacity() >= buf.capacity() {
+            let _ = self.push(if old.capacity() >= buf.capacity() {
                 old
             } else {
                 buf
@@ -252,16 +298,11 @@ pub(crate) struct PooledBytes {
 impl PooledBytes {
     /// `buf`, given back to the pool `home` when dropped.
     pub(crate) fn new(buf: Vec<u8>, home: BufferPool) -> PooledBytes {
+        home.book.lent.fetch_add(buf.capacity() as u64, Relaxed);
         PooledBytes {
             buf,
             home: Some(home),
         }
-    }
-
-    /// The buffer itself, no longer bound for the pool.
-    pub(crate) fn into_vec(mut self) -> Vec<u8> {
-        self.home = None;
-        std::mem::take(&mut self.buf)
     }
 }
 
@@ -290,6 +331,9 @@ impl std::fmt::Debug for PooledBytes {
 impl Drop for PooledBytes {
     fn drop(&mut self) {
         if let Some(pool) = self.home.take() {
+            pool.book
+                .lent
+                .fetch_sub(self.buf.capacity() as u64, Relaxed);
             pool.give_back(std::mem::take(&mut self.buf));
         }
     }
@@ -328,9 +372,7 @@ mod tests {
         drop(PooledBytes::new(Vec::new(), pool.clone()));
         assert_eq!(pool.take().capacity(), 100);
 
-        // Taken out for good, or made without a pool: nothing comes back.
-        let v = PooledBytes::new(vec![1, 2, 3], pool.clone()).into_vec();
-        assert_eq!(v, [1, 2, 3]);
+        // Made without a pool: nothing comes back.
         drop(PooledBytes::from(vec![4; 10]));
         assert!(pool.rx.try_recv().is_err());
     }

@@ -282,7 +282,8 @@ impl Pipeline {
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
     /// bytes_read, errors by kind, seconds spent per stage, and `memory`:
-    /// pinned and device pools, slots, and what nvJPEG holds).
+    /// pinned and device pools, slots, what nvJPEG holds, and the host
+    /// buffers: read buffers and CPU workers' scratch).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let closed = || Error::new_err("the pipeline is closed");
         let s = self.monitor.stats().ok_or_else(closed)?;
@@ -313,6 +314,8 @@ impl Pipeline {
             ("decoder_pinned_bytes", m.decoder_pinned_bytes),
             ("decoder_device_bytes", m.decoder_device_bytes),
             ("decoder_peak_bytes", m.decoder_peak_bytes),
+            ("read_buffer_bytes", m.read_buffer_bytes),
+            ("worker_scratch_bytes", m.worker_scratch_bytes),
         ] {
             memory.set_item(name, v)?;
         }

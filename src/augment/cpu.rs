@@ -236,6 +236,24 @@ pub(crate) struct OutSpec<'a> {
 }
 
 impl Resampler {
+    /// Bytes of scratch held.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let f32s = |v: &Vec<f32>| v.capacity() * size_of::<f32>();
+        let usizes = |v: &Vec<usize>| v.capacity() * size_of::<usize>();
+        let taps =
+            |t: &Taps| usizes(&t.first) + usizes(&t.count) + usizes(&t.at) + f32s(&t.weights);
+        taps(&self.xs)
+            + taps(&self.ys)
+            + f32s(&self.rows)
+            + f32s(&self.src_row)
+            + usizes(&self.h_off)
+            + f32s(&self.h_weights)
+            + f32s(&self.line)
+            + f32s(&self.out_row)
+            + f32s(&self.photo.0)
+            + f32s(&self.photo.1)
+    }
+
     /// Make room for `rows` horizontally filtered rows of width `out_w`
     /// (the most any crop of an image that tall needs), so that the scratch
     /// stops growing once the tallest image has been seen.

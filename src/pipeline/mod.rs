@@ -94,18 +94,6 @@ impl Pipeline {
                 DeviceStage::new(e, &config, config.prefetch + 1, observe).map(Arc::new)
             })
             .transpose()?;
-        let shared = Arc::new(Shared {
-            source,
-            counters: Counters::default(),
-            generation: AtomicU64::new(0),
-            io,
-            high_water: Default::default(),
-            trace: shared_trace,
-            region_limit: stage.as_deref().map(DeviceStage::region_limit),
-            jpeg_limit: stage.as_deref().and_then(DeviceStage::jpeg_limit),
-            worker_decode: stage.as_deref().and_then(DeviceStage::worker_decode),
-            config,
-        });
         // One read buffer per task the window lets be in flight, made now
         // (empty): the pool never runs dry, so how many exist does not
         // depend on how far the threads happen to run ahead. An
@@ -117,6 +105,20 @@ impl Pipeline {
         let pools = Pools {
             bytes: BufferPool::new(window),
         };
+        let shared = Arc::new(Shared {
+            source,
+            counters: Counters::default(),
+            generation: AtomicU64::new(0),
+            io,
+            high_water: Default::default(),
+            scratch_bytes: AtomicU64::new(0),
+            read_buffers: pools.bytes.held(),
+            trace: shared_trace,
+            region_limit: stage.as_deref().map(DeviceStage::region_limit),
+            jpeg_limit: stage.as_deref().and_then(DeviceStage::jpeg_limit),
+            worker_decode: stage.as_deref().and_then(DeviceStage::worker_decode),
+            config,
+        });
         let (task_tx, task_rx) = unbounded::<Task>();
         let (read_tx, read_rx) = unbounded();
         let (done_tx, done_rx) = unbounded();
@@ -142,15 +144,10 @@ impl Pipeline {
         }
         drop(read_tx);
         for (i, dec) in decoders.into_iter().enumerate() {
-            let (s, p, r, d) = (
-                shared.clone(),
-                pools.clone(),
-                read_rx.clone(),
-                done_tx.clone(),
-            );
+            let (s, r, d) = (shared.clone(), read_rx.clone(), done_tx.clone());
             threads.push(spawn(
                 format!("gpufeed-cpu-{i}"),
-                Box::new(move || worker::worker_loop(s, p, r, d, dec)),
+                Box::new(move || worker::worker_loop(s, r, d, dec)),
             )?);
         }
         drop(done_tx);
@@ -218,16 +215,15 @@ impl Pipeline {
         &self.sampler
     }
 
-    /// Pinned host and device bytes the pipeline holds (zero on the CPU
-    /// backend): its fixed pools, allocated at `build()`, which never grow
-    /// ([`Memory::pools`]), and nvJPEG's decoders, which grow with the
-    /// images they meet, the pool's part up to
-    /// [`decoder_memory_limit`](PipelineBuilder::decoder_memory_limit).
+    /// Memory the pipeline holds: pinned host and device pools, allocated
+    /// at `build()`, which never grow ([`Memory::pools`], zero on the CPU
+    /// backend); nvJPEG's decoders, which grow with the images they meet,
+    /// the pool's part up to
+    /// [`decoder_memory_limit`](PipelineBuilder::decoder_memory_limit); and
+    /// the host buffers the threads reuse (read buffers, CPU workers'
+    /// scratch), which stop growing within the first epoch.
     pub fn memory(&self) -> Memory {
-        self.stage
-            .as_deref()
-            .map(DeviceStage::memory)
-            .unwrap_or_default()
+        self.shared.memory(self.stage.as_deref())
     }
 
     /// Where batches are produced: `"cpu"`, or the CUDA device and the

@@ -34,10 +34,11 @@ impl Monitor {
     /// [`Pipeline::memory`](super::Pipeline::memory) now; `None` once the
     /// pipeline is gone.
     pub fn memory(&self) -> Option<Memory> {
-        self.shared.upgrade()?;
-        Some(match &self.stage {
-            None => Memory::default(),
-            Some(s) => s.upgrade()?.memory(),
-        })
+        let shared = self.shared.upgrade()?;
+        let stage = match &self.stage {
+            None => None,
+            Some(s) => Some(s.upgrade()?),
+        };
+        Some(shared.memory(stage.as_deref()))
     }
 }

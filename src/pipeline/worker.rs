@@ -46,6 +46,11 @@ pub(crate) struct Shared {
     /// epoch instead of creeping up over many (issue 7, flat memory). The
     /// read buffers' pool sizes its own (`BufferPool`).
     pub(crate) high_water: [AtomicUsize; 2],
+    /// Bytes the CPU workers' scratch holds (decoded image, resampler),
+    /// for `Pipeline::memory`.
+    pub(crate) scratch_bytes: AtomicU64,
+    /// What the read buffers hold, for `Pipeline::memory`.
+    pub(crate) read_buffers: crate::reader::Held,
     /// The timeline, when asked for (`PipelineBuilder::trace`).
     pub(crate) trace: Option<Arc<super::trace::Trace>>,
     /// Set when a device stage runs: workers hand it decoded regions of at
@@ -63,6 +68,29 @@ const PIXELS: usize = 0;
 const ROWS: usize = 1;
 
 impl Shared {
+    /// The memory of the pipeline with device stage `stage`, host buffers
+    /// included.
+    pub(crate) fn memory(&self, stage: Option<&crate::stage::DeviceStage>) -> crate::stage::Memory {
+        crate::stage::Memory {
+            read_buffer_bytes: self.read_buffers.bytes(),
+            worker_scratch_bytes: self.scratch_bytes.load(Ordering::Relaxed),
+            ..stage
+                .map(crate::stage::DeviceStage::memory)
+                .unwrap_or_default()
+        }
+    }
+
+    /// Replace a worker's share `old` of `scratch_bytes` by `now`; returns
+    /// `now`.
+    fn note_scratch(&self, old: u64, now: u64) -> u64 {
+        if now > old {
+            self.scratch_bytes.fetch_add(now - old, Ordering::Relaxed);
+        } else if now < old {
+            self.scratch_bytes.fetch_sub(old - now, Ordering::Relaxed);
+        }
+        now
+    }
+
     /// Note a buffer's need and grow it to the high-water mark.
     fn size(&self, which: usize, buf: &mut Vec<u8>, need: usize) {
         let hw = self.high_water[which]
@@ -90,7 +118,7 @@ pub(crate) struct Task {
 
 pub(crate) struct Read {
     task: Task,
-    bytes: Result<Vec<u8>, SampleError>,
+    bytes: Result<PooledBytes, SampleError>,
 }
 
 /// One sample augmented on the CPU: per view spec, its `count` draws back
@@ -176,7 +204,7 @@ fn send_read(
     let bytes = bytes.map(|mut buf| {
         Counters::add(&shared.counters.bytes_read, buf.len() as u64);
         pools.bytes.fit(&mut buf);
-        buf
+        PooledBytes::new(buf, pools.bytes.clone())
     });
     out.send(Read { task, bytes }).is_ok()
 }
@@ -287,14 +315,21 @@ struct Scratch {
     host_phase: Option<std::time::Duration>,
 }
 
+impl Scratch {
+    fn held_bytes(&self) -> u64 {
+        (self.image.data.capacity() + self.resampler.held_bytes()) as u64
+    }
+}
+
 pub(crate) fn worker_loop(
     shared: Arc<Shared>,
-    pools: Pools,
     input: Receiver<Read>,
     done: Sender<Done>,
     mut decoder: CpuDecoder,
 ) {
     let mut scratch = Scratch::default();
+    // What this worker's scratch adds to `Shared::scratch_bytes`.
+    let mut scratch_held = 0;
     for Read { task, bytes } in input {
         let result = if shared.is_stale(task.generation) {
             None
@@ -303,7 +338,7 @@ pub(crate) fn worker_loop(
                 let t0 = Instant::now();
                 (scratch.eligible, scratch.host_phase) = (false, None);
                 let r = crate::contain::contained(|| {
-                    process(&shared, &mut decoder, &mut scratch, task, &mut b, &pools)
+                    process(&shared, &mut decoder, &mut scratch, task, &mut b)
                 });
                 if let Some(w) = &shared.worker_decode {
                     w.share
@@ -314,11 +349,10 @@ pub(crate) fn worker_loop(
                     scratch = Scratch::default();
                     Err(SampleError::Panic(format!("CPU worker: {m}")))
                 });
-                // An nvJPEG sample took the buffer with it (it comes back
-                // when its decode lands).
-                if b.capacity() > 0 {
-                    pools.bytes.give_back(b);
-                }
+                scratch_held = shared.note_scratch(scratch_held, scratch.held_bytes());
+                // Dropping `b` gives the buffer back to the pool, unless an
+                // nvJPEG sample took it along (it goes back when its decode
+                // lands).
                 r
             }))
         };
@@ -330,9 +364,10 @@ pub(crate) fn worker_loop(
             })
             .is_err()
         {
-            return;
+            break;
         }
     }
+    shared.note_scratch(scratch_held, 0);
 }
 
 fn process(
@@ -340,8 +375,7 @@ fn process(
     decoder: &mut CpuDecoder,
     s: &mut Scratch,
     task: Task,
-    buf: &mut Vec<u8>,
-    pools: &Pools,
+    buf: &mut PooledBytes,
 ) -> Result<Output, SampleError> {
     let bytes = &buf[..];
     let cfg = &shared.config;
@@ -381,7 +415,7 @@ fn process(
             .is_some_and(|w| w.route(engine_ok, draw));
         s.eligible = engine_ok;
         let mut j = Jpeg {
-            bytes: PooledBytes::new(std::mem::take(buf), pools.bytes.clone()),
+            bytes: std::mem::take(buf),
             to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
             width: header.width,
@@ -414,7 +448,7 @@ fn process(
             // nvJPEG refused it: the CPU decoder's turn, here (what the
             // batch thread would do, without its time).
             Err(_) => {
-                *buf = j.bytes.into_vec();
+                *buf = j.bytes;
                 refused = true;
             }
         }

@@ -98,8 +98,10 @@ impl StagingLayout {
     }
 }
 
-/// Pinned host and device bytes a pipeline holds: its fixed pools, made at
-/// `build()`, and nvJPEG's buffers, which grow with the images decoded.
+/// Memory a pipeline holds: on the device backends its pinned and device
+/// pools, made at `build()`, and nvJPEG's buffers, which grow with the
+/// images decoded; on every backend the host buffers its threads reuse
+/// (read buffers, CPU workers' scratch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Memory {
     /// Page-locked host memory (staging).
@@ -122,11 +124,25 @@ pub struct Memory {
     /// the sum of the decoder pool's peak and the other decoders' peak (so
     /// never below the true peak).
     pub decoder_peak_bytes: u64,
+    /// Host memory of the readers' buffers: compressed bytes of the samples
+    /// in flight and the spare buffers of the pool. About the window
+    /// (`prefetch × batch` samples, plus the samples decoding on the
+    /// nvJPEG route) times the files' size, each buffer at most four times
+    /// the mean file size once 256 files have been read (a larger file has
+    /// a buffer of its own until it is decoded). A buffer a reader is
+    /// filling at the moment is not counted (one per reader at most).
+    pub read_buffer_bytes: u64,
+    /// Host memory of the CPU workers' scratch: each worker's decoded image
+    /// and resampler rows, grown to the largest image met so far so that
+    /// they stop growing within the first epoch (issue 7). The CPU
+    /// decoders' own tables and the samples being augmented are not
+    /// counted.
+    pub worker_scratch_bytes: u64,
 }
 
 impl Memory {
     /// The fixed pools alone, which never change after `build()`: this
-    /// with the decoder counts set to zero.
+    /// with the decoder and host counts set to zero.
     pub fn pools(&self) -> Memory {
         Memory {
             pinned_bytes: self.pinned_bytes,

@@ -34,6 +34,8 @@ pub(super) fn row_json(r: &Run) -> Value {
         "pinned_mib": r.memory.pinned_bytes as f64 / (1 << 20) as f64,
         "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
         "decoder_peak_mib": r.memory.decoder_peak_bytes as f64 / (1 << 20) as f64,
+        "read_buffer_mib": r.memory.read_buffer_bytes as f64 / (1 << 20) as f64,
+        "worker_scratch_mib": r.memory.worker_scratch_bytes as f64 / (1 << 20) as f64,
         "queue_depth_batches": r.queue_depth_batches,
         "wait_fraction": r.wait_fraction,
         "limit": r.limit,
@@ -151,6 +153,8 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["first_batch_ms"] = json!(r.first_batch_s.map(|s| s * 1e3));
         out["recipe"] = json!(args.recipe);
         out["mixup"] = json!(args.mixup);
+        out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
+        out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -247,6 +251,11 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         );
     }
     println!("  (read/parse/decode/augment are summed over threads; wait is the consumer blocked)");
+    println!(
+        "\n  host buffers at the end: {} MiB read buffers, {} MiB CPU workers' scratch",
+        memory.read_buffer_bytes >> 20,
+        memory.worker_scratch_bytes >> 20
+    );
     if memory.slots > 0 {
         println!(
             "\n  device stage: {} launches, {} samples augmented on the CPU (crop over the \
