@@ -141,12 +141,17 @@ fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result
 /// A buffer is grown at once to the largest file read so far, so that the
 /// pool reaches its final size within the first epoch and live memory is
 /// flat after it (issue 7). Past a first sample of files, though, no
-/// buffer is kept larger than four times the mean file size (`keep`): a
-/// buffer that held a larger file is replaced by one of that size when it
-/// comes back. Without that bound every buffer of the window (512 at
-/// batch 256) ended up as large as the dataset's largest file: on 630
+/// buffer is kept larger than the size 19 files in 20 fit in (`keep`, in
+/// 64 KiB steps): a buffer that held a larger file is replaced by one of
+/// that size when it comes back, and the rare larger file allocates a
+/// buffer of its own, which costs little next to reading and decoding
+/// that file. Without a bound every buffer of the window (512 at batch
+/// 256) ended up as large as the dataset's largest file: on 630
 /// ImageNet-sized photos with 24 files of 5-9 MB among them, the CPU
-/// backend's peak RSS climbed with each epoch to 3.2 GB at epoch 20
+/// backend's peak RSS climbed with each epoch to 3.2 GB at epoch 20. The
+/// first bound, four times the mean file size, still let those 24 files
+/// (4 % of them) raise every buffer to 1.3 MB: 640 MiB of read buffers,
+/// where buffers that 19 files in 20 fit in hold 96 MiB
 /// (docs/BENCHMARKS.md, "Read buffers").
 ///
 /// The pool also counts what its buffers hold ([`Held`], reported by
@@ -162,11 +167,18 @@ pub(crate) struct BufferPool {
 
 /// What the pool has seen of the files read, and the capacity of its
 /// buffers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Book {
     files: AtomicU64,
-    bytes: AtomicU64,
     largest: AtomicUsize,
+    /// Files read by size: entry `i` counts the sizes in
+    /// `(i × KEEP_STEP, (i + 1) × KEEP_STEP]` (0 bytes in the first), the
+    /// last entry every larger one.
+    by_size: [AtomicU64; SIZE_BUCKETS],
+    /// The size kept buffers are bounded by, from `by_size`; 0 until
+    /// `KEEP_AFTER_FILES` files were read, `usize::MAX` when the
+    /// percentile falls in the last bucket.
+    keep: AtomicUsize,
     /// Buffers in the pool.
     pooled: AtomicU64,
     /// Buffers lent out as `PooledBytes`. Each buffer's increment happens
@@ -187,14 +199,30 @@ impl Held {
     }
 }
 
-/// Files read before the mean is trusted to bound the buffers.
+impl Default for Book {
+    fn default() -> Book {
+        Book {
+            files: AtomicU64::new(0),
+            largest: AtomicUsize::new(0),
+            by_size: std::array::from_fn(|_| AtomicU64::new(0)),
+            keep: AtomicUsize::new(0),
+            pooled: AtomicU64::new(0),
+            lent: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Files read before their sizes are trusted to bound the buffers.
 const KEEP_AFTER_FILES: u64 = 256;
-/// Kept buffers hold this many mean-sized files; the rare larger file
-/// allocates a buffer for itself.
-const KEEP_MEANS: u64 = 4;
-/// `keep` moves in these steps, so that the running mean's wobble does
-/// not resize buffers.
-const KEEP_STEP: u64 = 64 << 10;
+/// `keep` is computed again after this many more files.
+const KEEP_EVERY: u64 = 64;
+/// Kept buffers fit this share of the files (as a fraction of 20); the
+/// rest allocate buffers of their own.
+const KEEP_TWENTIETHS: u64 = 19;
+/// The size buckets' width: `keep` moves in these steps.
+const KEEP_STEP: usize = 64 << 10;
+/// 16 MiB in 64 KiB buckets; larger files share the last.
+const SIZE_BUCKETS: usize = 256;
 
 impl BufferPool {
     /// A pool of `n` buffers, all empty until first used.
@@ -242,23 +270,40 @@ impl BufferPool {
     /// buffer size.
     pub(crate) fn fit(&self, buf: &mut Vec<u8>) {
         let n = buf.len();
-        self.book.files.fetch_add(1, Relaxed);
-        self.book.bytes.fetch_add(n as u64, Relaxed);
-        self.book.largest.fetch_max(n, Relaxed);
+        let b = &self.book;
+        let files = b.files.fetch_add(1, Relaxed) + 1;
+        b.largest.fetch_max(n, Relaxed);
+        let bucket = n.saturating_sub(1) / KEEP_STEP;
+        b.by_size[bucket.min(SIZE_BUCKETS - 1)].fetch_add(1, Relaxed);
+        if files >= KEEP_AFTER_FILES && files.is_multiple_of(KEEP_EVERY) {
+            b.keep.store(self.percentile(), Relaxed);
+        }
         buf.reserve_exact(self.size().saturating_sub(n));
     }
 
+    /// The upper end of the size bucket that holds the files' 95th
+    /// percentile (`usize::MAX` in the last bucket).
+    fn percentile(&self) -> usize {
+        let counts: Vec<u64> = self.book.by_size.iter().map(|c| c.load(Relaxed)).collect();
+        let want = (counts.iter().sum::<u64>() * KEEP_TWENTIETHS).div_ceil(20);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate().take(SIZE_BUCKETS - 1) {
+            seen += c;
+            if seen >= want {
+                return (i + 1) * KEEP_STEP;
+            }
+        }
+        usize::MAX
+    }
+
     /// The size buffers are grown to: the largest file so far, at most
-    /// `keep`.
+    /// `keep` once it is known.
     fn size(&self) -> usize {
         let largest = self.book.largest.load(Relaxed);
-        let files = self.book.files.load(Relaxed);
-        if files < KEEP_AFTER_FILES {
-            return largest;
+        match self.book.keep.load(Relaxed) {
+            0 => largest,
+            keep => largest.min(keep),
         }
-        let mean = self.book.bytes.load(Relaxed) / files;
-        let keep = (KEEP_MEANS * mean).div_ceil(KEEP_STEP) * KEEP_STEP;
-        largest.min(usize::try_from(keep).unwrap_or(usize::MAX))
     }
 
     /// Take `buf` back. Never blocks. One larger than the pool's size is
@@ -378,9 +423,9 @@ mod tests {
     }
 
     #[test]
-    fn buffers_grow_to_the_largest_file_but_no_further_than_four_means() {
+    fn buffers_grow_to_the_largest_file_but_no_further_than_most_files_need() {
         let pool = BufferPool::new(4);
-        // Until the mean is trusted, buffers grow to the largest file.
+        // Until the sizes are trusted, buffers grow to the largest file.
         let big = read(&pool, 5 << 20);
         assert_eq!(big.capacity(), 5 << 20);
         pool.give_back(big);
@@ -389,20 +434,29 @@ mod tests {
             assert_eq!(b.capacity(), 5 << 20);
             pool.give_back(b);
         }
-        // From the 256th file on (mean 120 KiB): four means, in 64 KiB
-        // steps. Each buffer comes back at that size.
+        // From the 256th file on: the 64 KiB step that holds 19 files in
+        // 20 (128 KiB). Each buffer comes back at that size.
         let small = read(&pool, 100 << 10);
         assert_eq!(small.capacity(), 5 << 20, "a buffer is not shrunk in use");
         pool.give_back(small);
         let held: Vec<_> = (0..4).map(|_| pool.take()).collect();
         held.into_iter().for_each(|b| pool.give_back(b));
         let caps: Vec<_> = (0..4).map(|_| pool.take().capacity()).collect();
-        assert_eq!(caps, [512 << 10; 4]);
-        // A larger file grows its buffer only until the buffer comes back
-        // (at four means of 139 KiB now, with it: 576 KiB).
+        assert_eq!(caps, [128 << 10; 4]);
+        caps.iter()
+            .for_each(|&c| pool.give_back(Vec::with_capacity(c)));
+        // A larger file grows its buffer only until the buffer comes back.
         let big = read(&pool, 5 << 20);
         assert!(big.capacity() >= 5 << 20);
         pool.give_back(big);
-        assert_eq!(pool.take().capacity(), 576 << 10);
+        assert_eq!(pool.take().capacity(), 128 << 10);
+        // Once more than one file in 20 is larger (63 of 320 files of
+        // 1 MiB, counted at the 320th), the buffers hold those too.
+        for _ in 0..63 {
+            pool.give_back(read(&pool, 1 << 20));
+        }
+        let held: Vec<_> = (0..4).map(|_| read(&pool, 100 << 10)).collect();
+        let caps: Vec<_> = held.iter().map(|b| b.capacity()).collect();
+        assert_eq!(caps, [1 << 20; 4]);
     }
 }

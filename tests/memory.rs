@@ -115,9 +115,12 @@ fn sixty_epochs(device: Device) {
     }
     // The read buffers reach their size by the second epoch (every buffer
     // of the window has held the largest file by then) and never change
-    // after it. The workers' scratch grows to the largest image at once,
-    // but the resampler's taps grow with the widest crop drawn so far
-    // (3.5 KiB more at epoch 3 here): a few KiB, not a leak.
+    // after it. A worker's scratch grows to the largest image so far when
+    // it next decodes one, which on the emulated device (where workers
+    // decode only what nvJPEG would not take) may be epochs later: at most
+    // both workers' worth of what one held, plus the resampler's taps,
+    // which grow with the widest crop drawn so far (3.5 KiB more at epoch 3
+    // here).
     assert!(
         host[0].0 > 0 && host[0].1 > 0,
         "host buffers counted: {host:?}"
@@ -125,7 +128,7 @@ fn sixty_epochs(device: Device) {
     assert!(
         host[2..]
             .iter()
-            .all(|&h| h.0 == host[1].0 && h.1 <= host[1].1 + (64 << 10)),
+            .all(|&h| h.0 == host[1].0 && h.1 <= 2 * host[1].1 + (64 << 10)),
         "host buffers grew after epoch 2: {host:?}"
     );
     // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:
@@ -135,13 +138,31 @@ fn sixty_epochs(device: Device) {
     // buffers at an epoch's end depends on timing), so the second half's
     // peak is held to the first half's.
     let settled = live[1];
+    // What may still grow in epoch 2, as `memory()` reports it: the host
+    // buffers, and the emulated engine lanes' buffers, which are on this
+    // heap (nvJPEG's, on a GPU, are not) and reach the largest image at
+    // the first call after it was met. Without this the check below failed
+    // about one run in eight on the emulated device (2026-11-25: +1122 KiB
+    // live, of which the lanes' buffers +614 KiB).
+    #[cfg(feature = "kernel-emu")]
+    let lanes_on_heap = device == Device::Emulated;
+    #[cfg(not(feature = "kernel-emu"))]
+    let lanes_on_heap = false;
+    let told = |i: usize| {
+        let (read, scratch) = host[i];
+        (read + scratch) as i64 / 1024 + if lanes_on_heap { dec[i] as i64 } else { 0 }
+    };
+    let told_growth = (told(1) - told(0)).max(0);
     let peak = |l: &[i64]| l.iter().copied().max().unwrap_or(0);
     let half = (n / 2).max(2).min(n);
     assert!(
         peak(&live[half..]) <= peak(&live[1.min(n)..half]) + 16,
         "live heap grew after epoch 2: {live:?} KiB"
     );
-    assert!(settled <= live[0] + 1024, "live heap {live:?} KiB");
+    assert!(
+        settled <= live[0] + 1024 + told_growth,
+        "live heap {live:?} KiB; memory() grew {told_growth} KiB"
+    );
     // RSS (after malloc_trim, see `trimmed_rss_anon`) also counts what the
     // Rust allocator does not see: C libraries' own mallocs and mmaps. It
     // must level off, not climb like a leak: over the second half (30
@@ -206,8 +227,8 @@ fn gpu_rss_and_pools_stay_flat_over_sixty_epochs() -> common::Outcome {
 }
 
 /// The read buffers' pool (`reader::BufferPool`) grows buffers to the
-/// largest file but keeps none past four times the mean file size. Before
-/// that bound every buffer of the window ended up as large as the largest
+/// largest file but keeps none past the size 19 files in 20 fit in. Before
+/// a bound every buffer of the window ended up as large as the largest
 /// file, and a dataset with a few large files held window x largest file
 /// (docs/BENCHMARKS.md, "Read buffers").
 fn read_buffers_stay_near_the_mean_file_size() {
@@ -247,7 +268,8 @@ fn read_buffers_stay_near_the_mean_file_size() {
     for device in devices {
         // Batch 32 and prefetch 2: 64 read buffers. At the largest file
         // that is 256 MiB; at four means (about 120 KB with the padded
-        // files), 32 MiB.
+        // files), 32 MiB; at the 64 KiB step that holds 19 files in 20
+        // (192 KiB), 12 MiB.
         let mut p = Pipeline::builder()
             .source(source.clone())
             .device(device)
