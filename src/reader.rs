@@ -284,7 +284,8 @@ impl BufferPool {
     /// The upper end of the size bucket that holds the files' 95th
     /// percentile (`usize::MAX` in the last bucket).
     fn percentile(&self) -> usize {
-        let counts: Vec<u64> = self.book.by_size.iter().map(|c| c.load(Relaxed)).collect();
+        let counts: [u64; SIZE_BUCKETS] =
+            std::array::from_fn(|i| self.book.by_size[i].load(Relaxed));
         let want = (counts.iter().sum::<u64>() * KEEP_TWENTIETHS).div_ceil(20);
         let mut seen = 0;
         for (i, c) in counts.iter().enumerate().take(SIZE_BUCKETS - 1) {
