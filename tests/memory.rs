@@ -115,20 +115,21 @@ fn sixty_epochs(device: Device) {
     }
     // The read buffers reach their size by the second epoch (every buffer
     // of the window has held the largest file by then) and never change
-    // after it. A worker's scratch grows to the largest image so far when
-    // it next decodes one, which on the emulated device (where workers
-    // decode only what nvJPEG would not take) may be epochs later: at most
-    // both workers' worth of what one held, plus the resampler's taps,
-    // which grow with the widest crop drawn so far (3.5 KiB more at epoch 3
-    // here).
+    // after it. On the CPU backend both workers decode from the first
+    // epoch, their scratch grows to the largest image by the second, and
+    // after that only the resampler's taps grow, with the widest crop
+    // drawn so far (3.5 KiB at epoch 3 here). On a device the workers
+    // decode only what nvJPEG does not take (on a GPU perhaps nothing;
+    // nvJPEG's host phase has buffers of its own), and a worker grows its
+    // scratch when it next decodes, maybe epochs later: there the bound is
+    // two workers' scratch for these photos (1.6 MB each on the CPU).
+    let cpu = device == Device::Cpu;
+    assert!(host[0].0 > 0, "read buffers counted: {host:?}");
+    assert!(!cpu || host[0].1 > 0, "workers' scratch counted: {host:?}");
     assert!(
-        host[0].0 > 0 && host[0].1 > 0,
-        "host buffers counted: {host:?}"
-    );
-    assert!(
-        host[2..]
-            .iter()
-            .all(|&h| h.0 == host[1].0 && h.1 <= 2 * host[1].1 + (64 << 10)),
+        host[2..].iter().all(|&h| h.0 == host[1].0
+            && h.1 <= 8 << 20
+            && (!cpu || h.1 <= host[1].1 + (64 << 10))),
         "host buffers grew after epoch 2: {host:?}"
     );
     // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:
