@@ -221,7 +221,8 @@ impl Pipeline {
     /// the pool's part up to
     /// [`decoder_memory_limit`](PipelineBuilder::decoder_memory_limit); and
     /// the host buffers the threads reuse (read buffers, CPU workers'
-    /// scratch), which stop growing within the first epoch.
+    /// scratch), which stop growing once each has met the largest file or
+    /// image (within the first epochs).
     pub fn memory(&self) -> Memory {
         self.shared.memory(self.stage.as_deref())
     }

@@ -127,9 +127,9 @@ pub struct Memory {
     /// Host memory of the readers' buffers: compressed bytes of the samples
     /// in flight and the spare buffers of the pool. About the window
     /// (`prefetch × batch` samples, plus the samples decoding on the
-    /// nvJPEG route) times the files' size, each buffer at most four times
-    /// the mean file size once 256 files have been read (a larger file has
-    /// a buffer of its own until it is decoded). A buffer a reader is
+    /// nvJPEG route) times the files' size, each buffer no larger than 19
+    /// files in 20 need once 256 files have been read (a larger file has a
+    /// buffer of its own until it is decoded). A buffer a reader is
     /// filling at the moment is not counted (one per reader at most).
     pub read_buffer_bytes: u64,
     /// Host memory of the CPU workers' scratch: each worker's decoded image
