@@ -81,6 +81,7 @@ pub mod jpeg;
 pub mod pipeline;
 pub mod reader;
 pub mod sampler;
+mod sizes;
 pub mod source;
 // The device stage; public only for the CLI's decode benchmark.
 #[doc(hidden)]

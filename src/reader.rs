@@ -11,11 +11,12 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::SampleError;
+use crate::sizes::Sizes;
 
 /// Where reader threads get a sample's bytes. The default, [`FileReader`],
 /// reads the local file system; another implementation can serve an object
@@ -138,21 +139,17 @@ fn read_at_into(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> Result
 /// The readers' buffer pool: read buffers cycle through a bounded channel,
 /// and the pool decides their size.
 ///
-/// A buffer is grown at once to the largest file read so far, so that the
-/// pool reaches its final size within the first epoch and live memory is
-/// flat after it (issue 7). Past a first sample of files, though, no
-/// buffer is kept larger than the size 19 files in 20 fit in (`keep`, in
-/// 64 KiB steps): a buffer that held a larger file is replaced by one of
-/// that size when it comes back, and the rare larger file allocates a
-/// buffer of its own, which costs little next to reading and decoding
-/// that file. Without a bound every buffer of the window (512 at batch
-/// 256) ended up as large as the dataset's largest file: on 630
-/// ImageNet-sized photos with 24 files of 5-9 MB among them, the CPU
-/// backend's peak RSS climbed with each epoch to 3.2 GB at epoch 20. The
-/// first bound, four times the mean file size, still let those 24 files
-/// (4 % of them) raise every buffer to 1.3 MB: 640 MiB of read buffers,
-/// where buffers that 19 files in 20 fit in hold 96 MiB
-/// (docs/BENCHMARKS.md, "Read buffers").
+/// A buffer is grown at once to the largest file read so far, up to the
+/// size 19 files in 20 fit in (in 64 KiB steps; [`Sizes`]): a buffer that
+/// held a larger file is replaced by one of that size when it comes back,
+/// and the rare larger file allocates a buffer of its own. Without a bound
+/// every buffer of the window (512 at batch 256) ended up as large as the
+/// dataset's largest file: on 630 ImageNet-sized photos with 24 files of
+/// 5-9 MB among them, the CPU backend's peak RSS climbed with each epoch
+/// to 3.2 GB at epoch 20. The first bound, four times the mean file size,
+/// still let those 24 files (4 % of them) raise every buffer to 1.3 MB:
+/// 640 MiB of read buffers, where buffers that 19 files in 20 fit in hold
+/// 96 MiB (docs/BENCHMARKS.md, "Read buffers").
 ///
 /// The pool also counts what its buffers hold ([`Held`], reported by
 /// `Pipeline::memory`): the spare ones in the pool and those lent out as
@@ -165,20 +162,10 @@ pub(crate) struct BufferPool {
     book: Arc<Book>,
 }
 
-/// What the pool has seen of the files read, and the capacity of its
-/// buffers.
+/// The sizes of the files read, and the capacity of the pool's buffers.
 #[derive(Debug)]
 struct Book {
-    files: AtomicU64,
-    largest: AtomicUsize,
-    /// Files read by size: entry `i` counts the sizes in
-    /// `(i × KEEP_STEP, (i + 1) × KEEP_STEP]` (0 bytes in the first), the
-    /// last entry every larger one.
-    by_size: [AtomicU64; SIZE_BUCKETS],
-    /// The size kept buffers are bounded by, from `by_size`; 0 until
-    /// `KEEP_AFTER_FILES` files were read, `usize::MAX` when the
-    /// percentile falls in the last bucket.
-    keep: AtomicUsize,
+    sizes: Sizes,
     /// Buffers in the pool.
     pooled: AtomicU64,
     /// Buffers lent out as `PooledBytes`. Each buffer's increment happens
@@ -202,27 +189,12 @@ impl Held {
 impl Default for Book {
     fn default() -> Book {
         Book {
-            files: AtomicU64::new(0),
-            largest: AtomicUsize::new(0),
-            by_size: std::array::from_fn(|_| AtomicU64::new(0)),
-            keep: AtomicUsize::new(0),
+            sizes: Sizes::new(64 << 10),
             pooled: AtomicU64::new(0),
             lent: AtomicU64::new(0),
         }
     }
 }
-
-/// Files read before their sizes are trusted to bound the buffers.
-const KEEP_AFTER_FILES: u64 = 256;
-/// `keep` is computed again after this many more files.
-const KEEP_EVERY: u64 = 64;
-/// Kept buffers fit this share of the files (as a fraction of 20); the
-/// rest allocate buffers of their own.
-const KEEP_TWENTIETHS: u64 = 19;
-/// The size buckets' width: `keep` moves in these steps.
-const KEEP_STEP: usize = 64 << 10;
-/// 16 MiB in 64 KiB buckets; larger files share the last.
-const SIZE_BUCKETS: usize = 256;
 
 impl BufferPool {
     /// A pool of `n` buffers, all empty until first used.
@@ -270,41 +242,8 @@ impl BufferPool {
     /// buffer size.
     pub(crate) fn fit(&self, buf: &mut Vec<u8>) {
         let n = buf.len();
-        let b = &self.book;
-        let files = b.files.fetch_add(1, Relaxed) + 1;
-        b.largest.fetch_max(n, Relaxed);
-        let bucket = n.saturating_sub(1) / KEEP_STEP;
-        b.by_size[bucket.min(SIZE_BUCKETS - 1)].fetch_add(1, Relaxed);
-        if files >= KEEP_AFTER_FILES && files.is_multiple_of(KEEP_EVERY) {
-            b.keep.store(self.percentile(), Relaxed);
-        }
-        buf.reserve_exact(self.size().saturating_sub(n));
-    }
-
-    /// The upper end of the size bucket that holds the files' 95th
-    /// percentile (`usize::MAX` in the last bucket).
-    fn percentile(&self) -> usize {
-        let counts: [u64; SIZE_BUCKETS] =
-            std::array::from_fn(|i| self.book.by_size[i].load(Relaxed));
-        let want = (counts.iter().sum::<u64>() * KEEP_TWENTIETHS).div_ceil(20);
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate().take(SIZE_BUCKETS - 1) {
-            seen += c;
-            if seen >= want {
-                return (i + 1) * KEEP_STEP;
-            }
-        }
-        usize::MAX
-    }
-
-    /// The size buffers are grown to: the largest file so far, at most
-    /// `keep` once it is known.
-    fn size(&self) -> usize {
-        let largest = self.book.largest.load(Relaxed);
-        match self.book.keep.load(Relaxed) {
-            0 => largest,
-            keep => largest.min(keep),
-        }
+        let size = self.book.sizes.note(n);
+        buf.reserve_exact(size.saturating_sub(n));
     }
 
     /// Take `buf` back. Never blocks. One larger than the pool's size is
@@ -313,7 +252,7 @@ impl BufferPool {
     /// this one was out: the larger of it and the pool's oldest stays (a
     /// grown buffer is not traded for one still empty), the other is freed.
     pub(crate) fn give_back(&self, mut buf: Vec<u8>) {
-        let size = self.size();
+        let size = self.book.sizes.size();
         if buf.capacity() > size {
             buf = Vec::with_capacity(size);
         }
@@ -387,7 +326,8 @@ impl Drop for PooledBytes {
 
 #[cfg(test)]
 mod tests {
-    use super::{BufferPool, KEEP_AFTER_FILES, PooledBytes};
+    use super::{BufferPool, PooledBytes};
+    use crate::sizes::KEEP_AFTER as KEEP_AFTER_FILES;
 
     /// `n` bytes as just read by a reader, noted by the pool.
     fn read(pool: &BufferPool, n: usize) -> Vec<u8> {

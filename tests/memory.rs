@@ -50,7 +50,15 @@ common::serial_tests!(
     rss_and_pools_stay_flat_over_sixty_epochs,
     gpu_rss_and_pools_stay_flat_over_sixty_epochs,
     read_buffers_stay_near_the_mean_file_size,
+    a_rare_large_image_leaves_no_worker_holding_it,
 );
+
+/// The backends that run without a GPU.
+const HOST_DEVICES: &[Device] = &[
+    Device::Cpu,
+    #[cfg(feature = "kernel-emu")]
+    Device::Emulated,
+];
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -237,36 +245,14 @@ fn read_buffers_stay_near_the_mean_file_size() {
     // and 4 of them with 4 MiB of padding after the image, which decoders
     // ignore.
     let dir = tempfile::tempdir().unwrap();
-    let mut files = 0;
-    for entry in std::fs::read_dir(common::sample_dir()).unwrap() {
-        let class = entry.unwrap().path();
-        if !class.is_dir() {
-            continue;
+    let (files, _) = copy_sample(dir.path(), 10, |file, b| {
+        if file < 4 {
+            b.resize(b.len() + (4 << 20), 0);
         }
-        let to = dir.path().join(class.file_name().unwrap());
-        std::fs::create_dir(&to).unwrap();
-        for photo in std::fs::read_dir(&class).unwrap() {
-            let photo = photo.unwrap().path();
-            let bytes = std::fs::read(&photo).unwrap();
-            for k in 0..10 {
-                let name = format!("{k}-{}", photo.file_name().unwrap().to_string_lossy());
-                let mut b = bytes.clone();
-                if files < 4 {
-                    b.resize(b.len() + (4 << 20), 0);
-                }
-                std::fs::write(to.join(name), b).unwrap();
-                files += 1;
-            }
-        }
-    }
+    });
     let source = Source::image_folder(dir.path()).unwrap();
     assert_eq!(source.len(), files);
-    let devices = [
-        Device::Cpu,
-        #[cfg(feature = "kernel-emu")]
-        Device::Emulated,
-    ];
-    for device in devices {
+    for &device in HOST_DEVICES {
         // Batch 32 and prefetch 2: 64 read buffers. At the largest file
         // that is 256 MiB; at four means (about 120 KB with the padded
         // files), 32 MiB; at the 64 KiB step that holds 19 files in 20
@@ -310,4 +296,98 @@ fn read_buffers_stay_near_the_mean_file_size() {
             "{device:?}: live heap grew {grown:?} MiB over 3 epochs of {files} files"
         );
     }
+}
+
+/// Each CPU worker's image buffer and resampler rows grow at once to the
+/// largest image so far, but only up to the size of the images that make
+/// up 19 decoded bytes in 20 (`Shared::decoded`, `Shared::rows`). Before
+/// that bound every worker grew to the largest image met by any of them:
+/// with one 12-megapixel photo among ImageNet-sized ones, 8 workers held
+/// 357 MiB (docs/BENCHMARKS.md, "Workers' scratch").
+fn a_rare_large_image_leaves_no_worker_holding_it() {
+    // 560 sample photos (20 copies; 0.5 MB decoded on average, 286 MB an
+    // epoch) and one image of 2000x1500 (9 MB decoded, 3 % of the bytes),
+    // a PNG under a .jpg name so that every backend decodes it on the
+    // workers.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut files, class_dir) = copy_sample(dir.path(), 20, |_, _| {});
+    let (w, h) = (2000u32, 1500u32);
+    let pixels: Vec<u8> = (0..w * h)
+        .flat_map(|i| [(i % w / 8) as u8, (i / w / 6) as u8, 128])
+        .collect();
+    let mut png_bytes = Vec::new();
+    let mut e = png::Encoder::new(&mut png_bytes, w, h);
+    e.set_color(png::ColorType::Rgb);
+    e.set_depth(png::BitDepth::Eight);
+    e.write_header().unwrap().write_image_data(&pixels).unwrap();
+    std::fs::write(class_dir.join("large.jpg"), png_bytes).unwrap();
+    files += 1;
+    let source = Source::image_folder(dir.path()).unwrap();
+    assert_eq!(source.len(), files);
+    for &device in HOST_DEVICES {
+        let workers = 4;
+        let mut p = Pipeline::builder()
+            .source(source.clone())
+            .device(device)
+            .batch_size(32)
+            .workers(workers)
+            .output_size(64, 64)
+            .dtype(DType::F16)
+            .build()
+            .unwrap();
+        let mut scratch = Vec::new();
+        for epoch in 0..3 {
+            let n: usize = p.epoch(epoch).map(|b| b.unwrap().len()).sum();
+            assert_eq!(n, files, "every image, the large one included");
+            scratch.push(p.memory().worker_scratch_bytes);
+        }
+        println!(
+            "workers' scratch, {device:?}, {workers} workers, after each epoch: {scratch:?} B"
+        );
+        // Kept: the sample photos' image (at most 1.3 MB decoded) and rows
+        // (64 wide, 1 KiB a row). Every worker grows its buffers to the
+        // large image while the sizes are not yet trusted (the first 256
+        // images), but none keeps it past an epoch's end; held at its size,
+        // the large image alone would be 9 MB a worker.
+        assert!(
+            device != Device::Cpu || scratch[0] > 0,
+            "scratch counted: {scratch:?}"
+        );
+        assert!(
+            scratch.iter().all(|&s| s <= workers as u64 * (3 << 20)),
+            "{device:?}: workers' scratch {scratch:?} B"
+        );
+    }
+}
+
+/// `copies` copies of each sample photo in `dir`, in the sample's class
+/// folders, each passed to `edit` with its number first. Returns how many
+/// files were written and the last class folder.
+fn copy_sample(
+    dir: &std::path::Path,
+    copies: usize,
+    mut edit: impl FnMut(usize, &mut Vec<u8>),
+) -> (usize, std::path::PathBuf) {
+    let (mut files, mut last) = (0, None);
+    for entry in std::fs::read_dir(common::sample_dir()).unwrap() {
+        let class = entry.unwrap().path();
+        if !class.is_dir() {
+            continue;
+        }
+        let to = dir.join(class.file_name().unwrap());
+        std::fs::create_dir(&to).unwrap();
+        for photo in std::fs::read_dir(&class).unwrap() {
+            let photo = photo.unwrap().path();
+            let bytes = std::fs::read(&photo).unwrap();
+            for k in 0..copies {
+                let name = format!("{k}-{}", photo.file_name().unwrap().to_string_lossy());
+                let mut b = bytes.clone();
+                edit(files, &mut b);
+                std::fs::write(to.join(name), b).unwrap();
+                files += 1;
+            }
+        }
+        last = Some(to);
+    }
+    (files, last.expect("the sample has class folders"))
 }

@@ -262,6 +262,16 @@ impl Resampler {
         self.rows.reserve_exact(n.saturating_sub(self.rows.len()));
     }
 
+    /// Free the filtered rows if they hold more than `rows` rows of width
+    /// `out_w` (replaced by room for that many, as `reserve` would grow
+    /// them).
+    pub(crate) fn trim(&mut self, rows: usize, out_w: usize) {
+        let n = rows * out_w * 4;
+        if self.rows.capacity() > n {
+            self.rows = Vec::with_capacity(n);
+        }
+    }
+
     /// Write one view of `img` into `out`, which holds exactly one sample
     /// (`3 * width * height` elements) in `spec.layout`.
     pub(crate) fn run<T: Element>(

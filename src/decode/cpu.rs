@@ -96,6 +96,20 @@ impl CpuDecoder {
         None
     }
 
+    /// Bytes this decoder keeps between images: the oriented image's
+    /// scratch and the copy of a file cut short.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.scratch.data.capacity() + self.padded.capacity()
+    }
+
+    /// Free the orientation scratch if it holds more than `keep` bytes
+    /// (the pipeline's bound on kept image buffers).
+    pub(crate) fn trim(&mut self, keep: usize) {
+        if self.scratch.data.capacity() > keep {
+            self.scratch = Image::default();
+        }
+    }
+
     /// The library this decoder uses.
     pub fn backend(&self) -> CpuBackend {
         #[cfg(feature = "turbojpeg")]

@@ -27,11 +27,12 @@ pub use stats::Stats;
 use self::assemble::{Assembler, Start};
 use self::builder::Config;
 use self::stats::Counters;
-use self::worker::{Pools, Shared, Task};
+use self::worker::{DECODED_STEP, Pools, ROWS_STEP, Shared, Task};
 use crate::decode::CpuDecoder;
 use crate::error::{Error, Result};
 use crate::reader::BufferPool;
 use crate::sampler::Sampler;
+use crate::sizes::Sizes;
 use crate::source::Source;
 use crate::stage::{DeviceStage, Engine};
 
@@ -110,7 +111,8 @@ impl Pipeline {
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             io,
-            high_water: Default::default(),
+            decoded: Sizes::weighted(DECODED_STEP),
+            rows: Sizes::weighted(ROWS_STEP),
             scratch_bytes: AtomicU64::new(0),
             read_buffers: pools.bytes.held(),
             trace: shared_trace,

@@ -11,7 +11,7 @@
 //! that will not come. A panic inside a stage becomes a per-sample error.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -27,6 +27,7 @@ use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
 use crate::reader::{BufferPool, PooledBytes, ReadBytes};
+use crate::sizes::Sizes;
 use crate::source::Source;
 use crate::stage::handoff::{Jpeg, Region};
 
@@ -40,14 +41,20 @@ pub(crate) struct Shared {
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
     pub(crate) io: Arc<dyn ReadBytes>,
-    /// Largest image decoded and image height so far (the latter sizes
-    /// each worker's resampler scratch): workers' buffers are grown to
-    /// these at once, so they reach their final size within the first
-    /// epoch instead of creeping up over many (issue 7, flat memory). The
+    /// The sizes of the images decoded (RGB bytes): each worker's image
+    /// buffer is grown at once to the largest so far, so that it reaches
+    /// its final size within the first epoch instead of creeping up over
+    /// many (issue 7), but only up to the size of the images that make up
+    /// 19 decoded bytes in 20 (`Sizes::weighted`): a rare very large photo
+    /// allocates its own and does not leave every worker holding it. The
     /// read buffers' pool sizes its own (`BufferPool`).
-    pub(crate) high_water: [AtomicUsize; 2],
-    /// Bytes the CPU workers' scratch holds (decoded image, resampler),
-    /// for `Pipeline::memory`.
+    pub(crate) decoded: Sizes,
+    /// The images' heights (as decoded, so EXIF-oriented where the
+    /// pipeline orients), which size each worker's resampler rows (the
+    /// most a crop may span) in the same way.
+    pub(crate) rows: Sizes,
+    /// Bytes the CPU workers' scratch holds (decoded image, resampler,
+    /// the decoder's orientation scratch), for `Pipeline::memory`.
     pub(crate) scratch_bytes: AtomicU64,
     /// What the read buffers hold, for `Pipeline::memory`.
     pub(crate) read_buffers: crate::reader::Held,
@@ -64,8 +71,11 @@ pub(crate) struct Shared {
     pub(crate) worker_decode: Option<Arc<crate::stage::handoff::WorkerDecode>>,
 }
 
-const PIXELS: usize = 0;
-const ROWS: usize = 1;
+/// The decoded sizes' histogram step: 256 steps of 256 KiB bound images
+/// up to 22 megapixels (an ImageNet photo is about 0.2).
+pub(crate) const DECODED_STEP: usize = 256 << 10;
+/// The heights' step: 256 steps of 32 rows bound images up to 8192 rows.
+pub(crate) const ROWS_STEP: usize = 32;
 
 impl Shared {
     /// The memory of the pipeline with device stage `stage`, host buffers
@@ -91,12 +101,21 @@ impl Shared {
         now
     }
 
-    /// Note a buffer's need and grow it to the high-water mark.
-    fn size(&self, which: usize, buf: &mut Vec<u8>, need: usize) {
-        let hw = self.high_water[which]
-            .fetch_max(need, Ordering::Relaxed)
-            .max(need);
-        buf.reserve_exact(hw.saturating_sub(buf.len()));
+    /// The widest view: the resampler's rows are this wide.
+    fn widest(&self) -> usize {
+        self.config.views.iter().map(|v| v.width).max().unwrap_or(0)
+    }
+
+    /// Count an image of `width` x `height`, as decoded, towards the
+    /// sizes of kept buffers (`decoded`, `rows`).
+    fn note_image(&self, width: u32, height: u32) {
+        self.decoded.note(width as usize * height as usize * 3);
+        self.rows.note(height as usize);
+    }
+
+    /// Grow `buf` to the size kept image buffers have.
+    fn size_image(&self, buf: &mut Vec<u8>) {
+        buf.reserve_exact(self.decoded.size().saturating_sub(buf.len()));
     }
 }
 
@@ -316,8 +335,25 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn held_bytes(&self) -> u64 {
-        (self.image.data.capacity() + self.resampler.held_bytes()) as u64
+    /// What this worker holds between samples, its decoder's buffers
+    /// included.
+    fn held_bytes(&self, decoder: &CpuDecoder) -> u64 {
+        (self.image.data.capacity() + self.resampler.held_bytes() + decoder.held_bytes()) as u64
+    }
+
+    /// Free buffers larger than the pipeline keeps (`Shared::decoded`,
+    /// `Shared::rows`): each is replaced by one of the kept size, as
+    /// `size_image` and `Resampler::reserve` would grow it.
+    fn trim(&mut self, decoder: &mut CpuDecoder, shared: &Shared) {
+        let keep = shared.decoded.size();
+        if self.image.data.capacity() > keep {
+            self.image = Image {
+                data: Vec::with_capacity(keep),
+                ..Default::default()
+            };
+        }
+        decoder.trim(keep);
+        self.resampler.trim(shared.rows.size(), shared.widest());
     }
 }
 
@@ -349,7 +385,8 @@ pub(crate) fn worker_loop(
                     scratch = Scratch::default();
                     Err(SampleError::Panic(format!("CPU worker: {m}")))
                 });
-                scratch_held = shared.note_scratch(scratch_held, scratch.held_bytes());
+                scratch.trim(&mut decoder, &shared);
+                scratch_held = shared.note_scratch(scratch_held, scratch.held_bytes(&decoder));
                 // Dropping `b` gives the buffer back to the pool, unless an
                 // nvJPEG sample took it along (it goes back when its decode
                 // lands).
@@ -385,12 +422,21 @@ fn process(
         // A PNG or WebP, whatever its name: decoded here, then augmented
         // like a CPU-decoded JPEG (issue 19, item 4).
         crate::decode::decode_png_or_webp(bytes, cfg.max_pixels, &mut s.image)?;
-        let n = s.image.data.len();
-        shared.size(PIXELS, &mut s.image.data, n);
+        shared.note_image(s.image.width, s.image.height);
+        shared.size_image(&mut s.image.data);
         Counters::add_time(&c.decode_ns, t0.elapsed());
         return Ok(augment_decoded(shared, s, task));
     }
     let header = parse_header(bytes, cfg.max_pixels)?;
+    // Every image counts towards the kept sizes, whichever route decodes
+    // it: on a device the workers decode few, and would otherwise not
+    // learn the dataset's sizes.
+    let (w, h) = if cfg.apply_orientation {
+        header.oriented_size()
+    } else {
+        (header.width, header.height)
+    };
+    shared.note_image(w, h);
     let t1 = Instant::now();
     Counters::add_time(&c.parse_ns, t1 - t0);
     let trace = |name, from: Instant| {
@@ -426,10 +472,9 @@ fn process(
         let started = match &shared.worker_decode {
             Some(w) => {
                 if w.decodes_into_image(&j) {
-                    // Grown to the high-water mark first, as for a CPU
-                    // decode, so that it stops growing after epoch 1.
-                    let n = size.0 as usize * size.1 as usize * 3;
-                    shared.size(PIXELS, &mut s.image.data, n);
+                    // Grown to the kept size first, as for a CPU decode,
+                    // so that it stops growing after epoch 1.
+                    shared.size_image(&mut s.image.data);
                 }
                 w.start(&j, decoder, &mut s.image)
             }
@@ -459,8 +504,7 @@ fn process(
     if refused {
         Counters::add(&c.decoded_cpu_fallback, 1);
     }
-    let n = s.image.data.len();
-    shared.size(PIXELS, &mut s.image.data, n);
+    shared.size_image(&mut s.image.data);
     Counters::add_time(&c.decode_ns, t1.elapsed());
     trace("decode", t1);
     Ok(augment_decoded(shared, s, task))
@@ -535,11 +579,7 @@ fn augment_on_cpu(
     params: &[SampleParams],
 ) -> SampleData {
     let cfg = &shared.config;
-    let rows = shared.high_water[ROWS]
-        .fetch_max(img.height as usize, Ordering::Relaxed)
-        .max(img.height as usize);
-    let widest = cfg.views.iter().map(|v| v.width).max().unwrap_or(0);
-    resampler.reserve(rows, widest);
+    resampler.reserve(shared.rows.size(), shared.widest());
     // Not pooled: a pool of these would grow with the most samples ever
     // in flight at once, creeping up over epochs; a fresh allocation per
     // sample is cheap next to decoding it and is freed when it is batched.

@@ -132,11 +132,13 @@ pub struct Memory {
     /// buffer of its own until it is decoded). A buffer a reader is
     /// filling at the moment is not counted (one per reader at most).
     pub read_buffer_bytes: u64,
-    /// Host memory of the CPU workers' scratch: each worker's decoded image
-    /// and resampler rows, grown to the largest image met so far so that
-    /// they stop growing within the first epoch (issue 7). The CPU
-    /// decoders' own tables and the samples being augmented are not
-    /// counted.
+    /// Host memory of the CPU workers' scratch: each worker's decoded
+    /// image, resampler rows and orientation scratch. They are grown at
+    /// once to the largest image met so far, so that they stop growing
+    /// within the first epoch (issue 7), but kept no larger than the
+    /// images that make up 19 decoded bytes in 20: a rarer larger image
+    /// allocates its own while it is decoded. The CPU decoders' own tables
+    /// and the samples being augmented are not counted.
     pub worker_scratch_bytes: u64,
 }
 
