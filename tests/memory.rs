@@ -176,9 +176,20 @@ fn sixty_epochs(device: Device) {
     // Rust allocator does not see: C libraries' own mallocs and mmaps. It
     // must level off, not climb like a leak: over the second half (30
     // epochs), 20 KiB per epoch taken from the system allocator behind the
-    // counter's back and touched failed it (+636 KiB; tried 2026-11-25).
+    // counter's back and touched fails it (+632 to +744 KiB in 3 runs).
+    // Medians of 10 epochs, not single epochs: on the emulated device RSS
+    // wobbles by up to 800 KiB from epoch to epoch; the last epoch against
+    // the 30th moved by -364 to +432 KiB in 16 runs (once +664 KiB, which
+    // failed, on a loaded machine), the medians by -228 to +106 in 12
+    // (2026-11-25, both devices).
+    let w = (n / 4).clamp(1, 10);
+    let median = |l: &[u64]| {
+        let mut l = l.to_vec();
+        l.sort_unstable();
+        l[l.len() / 2]
+    };
     assert!(
-        rss[n - 1] <= rss[n / 2 - 1] + 512,
+        median(&rss[n - w..]) <= median(&rss[n / 2 - w..n / 2]) + 512,
         "RssAnon still climbing: {rss:?} KiB"
     );
 }
