@@ -49,3 +49,78 @@ pub fn decode(data: &[u8]) -> bool {
         true
     })
 }
+
+/// libjpeg-turbo's window decode, as the CPU route uses it: over a few
+/// windows of the image (grown by `nvjpeg::padded_window`), the pixels
+/// each was grown around equal a full decode's, and a window decode fails
+/// where the full decode does. `Ok(None)`: not a JPEG header;
+/// `Ok(Some(n))`: `n` windows decoded as windows and checked (the decoder
+/// declines some, and decodes those whole); `Err`: what differs.
+#[cfg(feature = "turbojpeg")]
+pub fn turbo_window(data: &[u8]) -> Result<Option<usize>, String> {
+    use crate::decode::nvjpeg::{mcu_size, padded_window};
+    use crate::decode::{CpuBackend, Roi};
+    let Some(h) = header(data) else {
+        return Ok(None);
+    };
+    // No EXIF rotation: windows are in the stored frame.
+    let mut dec =
+        CpuDecoder::with_backend(CpuBackend::TurboJpeg, false).map_err(|e| e.to_string())?;
+    let mut full = Image::default();
+    let whole = dec.decode(data, &h, &mut full).map_err(|e| e.to_string());
+    let (iw, ih) = (h.width, h.height);
+    let mut checked = 0;
+    for (fx, fy, fw, fh) in [
+        (0.0, 0.0, 1.0, 0.5),
+        (0.3, 0.2, 0.4, 0.5),
+        (0.5, 0.5, 0.5, 0.5),
+        (0.13, 0.61, 0.21, 0.3),
+        (0.7, 0.0, 0.3, 1.0),
+        (0.45, 0.45, 0.02, 0.02),
+    ] {
+        let at = |f: f64, n: u32| ((f * f64::from(n)) as u32).min(n - 1);
+        let (x, y) = (at(fx, iw), at(fy, ih));
+        let want = Roi {
+            x,
+            y,
+            w: ((fw * f64::from(iw)) as u32).clamp(1, iw - x),
+            h: ((fh * f64::from(ih)) as u32).clamp(1, ih - y),
+        };
+        let window = padded_window(want, (iw, ih), mcu_size(&h));
+        if (window.w, window.h) == (iw, ih) {
+            continue;
+        }
+        let mut part = Image::default();
+        let r = match (dec.decode_window(data, &h, window, &mut part), &whole) {
+            (Ok(Some(r)), Ok(())) => r,
+            (Ok(None), Ok(())) | (Err(_), Err(_)) => continue,
+            (got, whole) => {
+                return Err(format!(
+                    "window {window:?}: {:?}, the full decode {whole:?}",
+                    got.map(|r| r.map(|_| "decoded as a window"))
+                ));
+            }
+        };
+        if (r.x, r.y, r.w) != (window.x, window.y, window.w)
+            || (part.width, part.height) != (r.w, r.h)
+        {
+            return Err(format!(
+                "window {window:?} came out as {r:?}, {}x{}",
+                part.width, part.height
+            ));
+        }
+        for py in want.y..want.y + want.h {
+            for px in want.x..want.x + want.w {
+                let a = full.pixel(px, py);
+                let b = part.pixel(px - r.x, py - r.y);
+                if a != b {
+                    return Err(format!(
+                        "window {window:?} around {want:?}: pixel ({px}, {py}) {b:?}, full decode {a:?}"
+                    ));
+                }
+            }
+        }
+        checked += 1;
+    }
+    Ok(Some(checked))
+}

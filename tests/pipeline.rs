@@ -394,6 +394,36 @@ fn builder_validates() {
     assert!(auto.is_ok(), "Auto falls back to the CPU");
 }
 
+/// With libjpeg-turbo the CPU route decodes only the window an image's
+/// crops read (`Stats::decoded_cpu_window`): pixels that
+/// `tests/differential.rs` holds equal to a full decode's over the
+/// corpus. Every image still comes out, in the same batches whatever the
+/// thread counts.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn turbojpeg_decodes_the_crops_windows() {
+    let run = |workers| {
+        let mut p = builder(Source::image_folder(common::sample_dir()).unwrap())
+            .cpu_backend(gpufeed::decode::CpuBackend::TurboJpeg)
+            .batch_size(6)
+            .seed(5)
+            .workers(workers)
+            .build()
+            .unwrap();
+        let batches = run_epoch(&mut p, 1);
+        (batches, p.stats())
+    };
+    let (one, stats) = run(1);
+    assert_eq!(stats.samples, 28);
+    assert!(
+        (1..=28).contains(&stats.decoded_cpu_window),
+        "{} windows",
+        stats.decoded_cpu_window
+    );
+    let (three, _) = run(3);
+    assert!(one == three, "batches differ with 3 workers");
+}
+
 /// The monitor reads the counters while an epoch borrows the pipeline,
 /// from another thread, and reads nothing once the pipeline is gone.
 #[test]

@@ -96,6 +96,54 @@ impl CpuDecoder {
         None
     }
 
+    /// Decode the columns of `window` from its top row to the image's
+    /// bottom into `out`, where the backend can: libjpeg-turbo
+    /// (`tj3SetCroppingRegion`), on a sequential (not progressive) image
+    /// that needs no EXIF rotation. Returns the rectangle decoded, or
+    /// `None` when `out` holds the whole image, as from
+    /// [`decode`](Self::decode) (also after a window decode failed).
+    ///
+    /// `window` comes from `nvjpeg::padded_window`: on MCU boundaries, with
+    /// an MCU to spare around the pixels the draws read, so that libjpeg's
+    /// partial decode, whose "fancy" chroma upsampling treats the window's
+    /// left and right edges as the image's (libjpeg.txt, "Decompressing
+    /// partial scanlines"), gives those pixels as a full decode does. The
+    /// rows below the window are decoded too: libjpeg's skip to the end of
+    /// an image marks its data as read without reading it, so a file
+    /// damaged there decoded in a window and failed whole (3 fuzz files);
+    /// to the bottom, the files that fail are the full decode's. Not
+    /// progressive files: those whose scans stop early are smoothed across
+    /// blocks (libjpeg's block smoothing), which a window changes more than
+    /// an MCU in (4 files of the corpus). A window decode with a libjpeg
+    /// warning (damaged data, concealed differently in a window: 9 fuzz
+    /// files) is decoded again whole. `tests/differential.rs` holds all
+    /// this over the corpus.
+    pub(crate) fn decode_window(
+        &mut self,
+        data: &[u8],
+        header: &JpegHeader,
+        window: super::Roi,
+        out: &mut Image,
+    ) -> Result<Option<super::Roi>, SampleError> {
+        let to_bottom = super::Roi {
+            h: header.height - window.y,
+            ..window
+        };
+        #[cfg(feature = "turbojpeg")]
+        if let Some(turbo) = self.turbo.as_mut()
+            && header.components != 4
+            && header.sof != SofKind::Progressive
+            && !(self.apply_orientation && header.orientation != Orientation::Normal)
+            && turbo.decode(data, header, Some(to_bottom), out).is_ok()
+            && turbo.warning.is_none()
+        {
+            return Ok(Some(to_bottom));
+        }
+        #[cfg(not(feature = "turbojpeg"))]
+        let _ = to_bottom;
+        self.decode(data, header, out).map(|()| None)
+    }
+
     /// Bytes this decoder keeps between images: the oriented image's
     /// scratch and the copy of a file cut short.
     pub(crate) fn held_bytes(&self) -> usize {
@@ -139,7 +187,7 @@ impl CpuDecoder {
             && header.components != 4
         {
             let target = if rotate { &mut self.scratch } else { &mut *out };
-            turbo.decode(data, header, target)?;
+            turbo.decode(data, header, None, target)?;
             if rotate {
                 apply_orientation(&self.scratch, header.orientation, out);
             }

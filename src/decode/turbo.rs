@@ -17,7 +17,7 @@ use std::ptr::NonNull;
 
 use turbojpeg::raw;
 
-use super::Image;
+use super::{Image, Roi};
 use crate::error::{Error, SampleError};
 use crate::jpeg::{JpegHeader, SofKind};
 
@@ -104,14 +104,18 @@ impl Turbo {
     /// replaced: libjpeg's state machine is left mid-image by an error (the
     /// next image then fails with "two SOI markers"), and one bad file must
     /// not poison the ones after it.
+    ///
+    /// With `window`, only that rectangle of the image is decoded (its left
+    /// edge on an iMCU boundary), into `out` at the window's size.
     pub(super) fn decode(
         &mut self,
         data: &[u8],
         header: &JpegHeader,
+        window: Option<Roi>,
         out: &mut Image,
     ) -> Result<(), SampleError> {
         self.warning = None;
-        let result = self.decode_inner(data, header, out);
+        let result = self.decode_inner(data, header, window, out);
         if result.is_err()
             && let Ok(fresh) = Handle::new()
         {
@@ -124,6 +128,7 @@ impl Turbo {
         &mut self,
         data: &[u8],
         header: &JpegHeader,
+        window: Option<Roi>,
         out: &mut Image,
     ) -> Result<(), SampleError> {
         if header.sof == SofKind::Hierarchical || header.precision != 8 {
@@ -147,9 +152,40 @@ impl Turbo {
                 header.width, header.height
             )));
         }
-        let (w, hh) = (header.width as usize, header.height as usize);
-        out.width = header.width;
-        out.height = header.height;
+        // The whole image is TJUNCROPPED (all zeros). Set on every call:
+        // the instance keeps the last region.
+        let (r, region) = match window {
+            Some(r) => (
+                r,
+                raw::tjregion {
+                    x: r.x as c_int,
+                    y: r.y as c_int,
+                    w: r.w as c_int,
+                    h: r.h as c_int,
+                },
+            ),
+            None => (
+                Roi {
+                    x: 0,
+                    y: 0,
+                    w: header.width,
+                    h: header.height,
+                },
+                raw::tjregion {
+                    x: 0,
+                    y: 0,
+                    w: 0,
+                    h: 0,
+                },
+            ),
+        };
+        // SAFETY: `h` is live and its header was just read, as
+        // tj3SetCroppingRegion requires; the region is passed by value.
+        let rc = unsafe { raw::tj3SetCroppingRegion(h, region) };
+        self.check(rc)?;
+        let (w, hh) = (r.w as usize, r.h as usize);
+        out.width = r.w;
+        out.height = r.h;
         out.data.clear();
         out.data.resize(w * hh * 3, 0);
         let pitch = c_int::try_from(w * 3)
@@ -159,8 +195,10 @@ impl Turbo {
         // by unwinding; the guard is for a Rust panic in this frame only.
         let rc = crate::contain::contained(|| {
             // SAFETY: `h` is live; `data` is readable for its length; `dst`
-            // holds height * pitch bytes, the RGB image of the frame whose
-            // size libjpeg just reported (checked equal above), unscaled.
+            // holds height * pitch bytes, the RGB image of the cropping
+            // region just set (the whole frame, whose size libjpeg just
+            // reported and was checked equal above, or a window inside
+            // it), unscaled.
             unsafe {
                 raw::tj3Decompress8(
                     h,

@@ -20,6 +20,7 @@ pub(crate) struct Counters {
     pub(crate) decoded_hardware: AtomicU64,
     pub(crate) decoded_cuda: AtomicU64,
     pub(crate) decoded_cpu_fallback: AtomicU64,
+    pub(crate) decoded_cpu_window: AtomicU64,
     pub(crate) queue_depth_sum: AtomicU64,
     pub(crate) queue_depth_polls: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
@@ -52,6 +53,7 @@ impl Counters {
             decoded_hardware: self.decoded_hardware.load(Relaxed),
             decoded_cuda: self.decoded_cuda.load(Relaxed),
             decoded_cpu_fallback: self.decoded_cpu_fallback.load(Relaxed),
+            decoded_cpu_window: self.decoded_cpu_window.load(Relaxed),
             queue_depth_sum: self.queue_depth_sum.load(Relaxed),
             queue_depth_polls: self.queue_depth_polls.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
@@ -99,6 +101,10 @@ pub struct Stats {
     /// (the emulated device counts its batch thread's decodes here and
     /// what its workers decoded as CUDA).
     pub decoded_cpu_fallback: u64,
+    /// JPEGs the CPU decoder decoded only part of: the columns the draws
+    /// read, with an MCU to spare, from their top row down (libjpeg-turbo
+    /// only, on sequential images that need no EXIF rotation).
+    pub decoded_cpu_window: u64,
     /// Sum over the consumer's batch requests of the samples that were
     /// finished and waiting at that moment (see
     /// [`mean_queue_depth`](Self::mean_queue_depth)).

@@ -29,7 +29,7 @@ use crate::jpeg::parse_header;
 use crate::reader::{BufferPool, PooledBytes, ReadBytes};
 use crate::sizes::Sizes;
 use crate::source::Source;
-use crate::stage::handoff::{Jpeg, Region};
+use crate::stage::handoff::{Jpeg, Region, bounds, shift};
 
 /// State shared by the pipeline, its epochs and its threads.
 #[derive(Debug)]
@@ -425,7 +425,8 @@ fn process(
         shared.note_image(s.image.width, s.image.height);
         shared.size_image(&mut s.image.data);
         Counters::add_time(&c.decode_ns, t0.elapsed());
-        return Ok(augment_decoded(shared, s, task));
+        let params = draws(cfg, task, (s.image.width, s.image.height));
+        return Ok(augment_decoded(shared, s, task, params));
     }
     let header = parse_header(bytes, cfg.max_pixels)?;
     // Every image counts towards the kept sizes, whichever route decodes
@@ -500,20 +501,64 @@ fn process(
     }
     let bytes = &buf[..];
     let t1 = Instant::now();
-    decoder.decode(bytes, &header, &mut s.image)?;
+    // The draws from the header's (oriented) size are those the decoded
+    // image's would give; where the decoder can, it decodes only the
+    // window they read.
+    let mut params = draws(cfg, task, (w, h));
+    let windowed = match cpu_window(decoder, &header, &params) {
+        Some(window) => match decoder.decode_window(bytes, &header, window, &mut s.image)? {
+            Some(r) => {
+                shift(&mut params, r.x, r.y);
+                true
+            }
+            None => false,
+        },
+        None => {
+            decoder.decode(bytes, &header, &mut s.image)?;
+            false
+        }
+    };
     if refused {
         Counters::add(&c.decoded_cpu_fallback, 1);
+    }
+    if windowed {
+        Counters::add(&c.decoded_cpu_window, 1);
     }
     shared.size_image(&mut s.image.data);
     Counters::add_time(&c.decode_ns, t1.elapsed());
     trace("decode", t1);
-    Ok(augment_decoded(shared, s, task))
+    Ok(augment_decoded(shared, s, task, params))
+}
+
+/// The window of the image to decode on the CPU for the draws `params`:
+/// `None` where the decoder decodes whole images only (zune-jpeg) or the
+/// draws read (nearly) all of it.
+fn cpu_window(
+    decoder: &CpuDecoder,
+    header: &crate::jpeg::JpegHeader,
+    params: &[SampleParams],
+) -> Option<crate::decode::Roi> {
+    if decoder.backend() != crate::decode::CpuBackend::TurboJpeg {
+        return None;
+    }
+    let want = bounds(params);
+    if want.w == 0 || want.h == 0 {
+        return None;
+    }
+    let size = (header.width, header.height);
+    let window =
+        crate::decode::nvjpeg::padded_window(want, size, crate::decode::nvjpeg::mcu_size(header));
+    ((window.w, window.h) != size).then_some(window)
 }
 
 /// The decoded image in `s.image`, cut to its crop region for the device
-/// stage, or augmented here.
-fn augment_decoded(shared: &Shared, s: &mut Scratch, task: Task) -> Output {
-    let cfg = &shared.config;
+/// stage, or augmented here, with the draws `params` (in its frame).
+fn augment_decoded(
+    shared: &Shared,
+    s: &mut Scratch,
+    task: Task,
+    params: Vec<SampleParams>,
+) -> Output {
     let c = &shared.counters;
     let trace = |name, from: Instant| {
         if let Some(t) = &shared.trace {
@@ -521,7 +566,6 @@ fn augment_decoded(shared: &Shared, s: &mut Scratch, task: Task) -> Output {
         }
     };
     let t2 = Instant::now();
-    let params = draws(cfg, task, (s.image.width, s.image.height));
     if let Some(limit) = shared.region_limit {
         let region = Region::cut(&s.image, params);
         if region.pixels.len() <= limit {

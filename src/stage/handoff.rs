@@ -21,7 +21,7 @@ pub(crate) struct Region {
 
 /// The bounding box of every draw's source window: the only pixels the
 /// kernel reads (the CPU reference asserts the same).
-fn bounds(params: &[SampleParams]) -> Roi {
+pub(crate) fn bounds(params: &[SampleParams]) -> Roi {
     let x = params.iter().map(|p| p.x.start).min().unwrap_or(0);
     let y = params.iter().map(|p| p.y.start).min().unwrap_or(0);
     let x1 = params
@@ -45,7 +45,7 @@ fn bounds(params: &[SampleParams]) -> Roi {
 /// Shift the draws so that `(x0, y0)` becomes the origin. The kernel adds
 /// the integer start after computing taps relative to it, so the shift
 /// changes no arithmetic.
-pub(super) fn shift(params: &mut [SampleParams], x0: u32, y0: u32) {
+pub(crate) fn shift(params: &mut [SampleParams], x0: u32, y0: u32) {
     for p in params {
         p.x.start -= x0;
         p.y.start -= y0;

@@ -42,6 +42,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "decoded_hardware": r.stats.decoded_hardware,
         "decoded_cuda": r.stats.decoded_cuda,
         "decoded_cpu_fallback": r.stats.decoded_cpu_fallback,
+        "decoded_cpu_window": r.stats.decoded_cpu_window,
     })
 }
 
@@ -155,6 +156,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["mixup"] = json!(args.mixup);
         out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
+        out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -251,6 +253,12 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         );
     }
     println!("  (read/parse/decode/augment are summed over threads; wait is the consumer blocked)");
+    if stats.decoded_cpu_window > 0 {
+        println!(
+            "  {} JPEGs decoded on the CPU as the window their crops read",
+            stats.decoded_cpu_window
+        );
+    }
     println!(
         "\n  host buffers at the end: {} MiB read buffers, {} MiB CPU workers' scratch",
         memory.read_buffer_bytes >> 20,
