@@ -152,32 +152,27 @@ impl Turbo {
                 header.width, header.height
             )));
         }
+        let r = window.unwrap_or(Roi {
+            x: 0,
+            y: 0,
+            w: header.width,
+            h: header.height,
+        });
         // The whole image is TJUNCROPPED (all zeros). Set on every call:
         // the instance keeps the last region.
-        let (r, region) = match window {
-            Some(r) => (
-                r,
-                raw::tjregion {
-                    x: r.x as c_int,
-                    y: r.y as c_int,
-                    w: r.w as c_int,
-                    h: r.h as c_int,
-                },
-            ),
-            None => (
-                Roi {
-                    x: 0,
-                    y: 0,
-                    w: header.width,
-                    h: header.height,
-                },
-                raw::tjregion {
-                    x: 0,
-                    y: 0,
-                    w: 0,
-                    h: 0,
-                },
-            ),
+        let region = match window {
+            Some(r) => raw::tjregion {
+                x: r.x as c_int,
+                y: r.y as c_int,
+                w: r.w as c_int,
+                h: r.h as c_int,
+            },
+            None => raw::tjregion {
+                x: 0,
+                y: 0,
+                w: 0,
+                h: 0,
+            },
         };
         // SAFETY: `h` is live and its header was just read, as
         // tj3SetCroppingRegion requires; the region is passed by value.
