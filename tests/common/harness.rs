@@ -41,12 +41,24 @@ pub(crate) type Test = (&'static str, fn() -> Outcome);
 /// that panics fails; one that returns `Err(NotRun)` is ignored with the
 /// reason.
 pub(crate) fn run(tests: Vec<Test>, serial: bool) -> ! {
-    let mut args = Arguments::from_args();
+    let (argv, filters) = split_filters(std::env::args().collect());
+    let mut args = Arguments::from_iter(argv);
     if serial {
         args.test_threads = Some(1);
     }
+    let exact = args.exact;
     let trials = tests
         .into_iter()
+        .filter(|(name, _)| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        name == f
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
+        })
         .map(|(name, body)| {
             Trial::ignorable_test(name, move || match body() {
                 Ok(()) => Ok(Completion::Completed),
@@ -55,6 +67,33 @@ pub(crate) fn run(tests: Vec<Test>, serial: bool) -> ! {
         })
         .collect();
     libtest_mimic::run(&args, trials).exit()
+}
+
+/// libtest takes several filters (`test-x a b` runs the tests matching
+/// either); libtest-mimic only one. So the filters are taken out of the
+/// command line here and applied before it: the arguments without them,
+/// and the filters.
+fn split_filters(argv: Vec<String>) -> (Vec<String>, Vec<String>) {
+    // libtest's options that take a value as the next argument.
+    const VALUED: [&str; 5] = [
+        "--test-threads",
+        "--logfile",
+        "--skip",
+        "--color",
+        "--format",
+    ];
+    let mut rest = Vec::with_capacity(argv.len());
+    let mut filters = Vec::new();
+    let mut value_next = false;
+    for (i, a) in argv.into_iter().enumerate() {
+        if i == 0 || value_next || a.starts_with('-') {
+            value_next = VALUED.contains(&a.as_str());
+            rest.push(a);
+        } else {
+            filters.push(a);
+        }
+    }
+    (rest, filters)
 }
 
 /// `tests!(a, b, #[cfg(feature = "x")] c)` writes the `main` of a test
