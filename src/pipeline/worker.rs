@@ -483,12 +483,12 @@ fn process(
         };
         Counters::add_time(&c.decode_ns, t1.elapsed());
         trace("nvJPEG host phase", t1);
-        if let Ok(Some(_)) = &started {
-            s.host_phase = Some(t1.elapsed());
+        if let Ok(Some((_, host))) = &started {
+            s.host_phase = Some(*host);
         }
         match started {
             Ok(staged) => {
-                j.staged = staged;
+                j.staged = staged.map(|(staged, _)| staged);
                 return Ok(Output::Jpeg(j));
             }
             // nvJPEG refused it: the CPU decoder's turn, here (what the

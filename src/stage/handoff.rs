@@ -140,16 +140,19 @@ impl WorkerDecode {
         matches!(self.kind, WorkerDecodeKind::Emu) && !j.to_engine
     }
 
-    /// Begin decoding `j` on this thread. `Ok(None)`: the batch thread
-    /// decodes it (the engine's sample, or no decoder free in time). An
-    /// error: nvJPEG refused it here, and the caller decodes it on the
-    /// CPU, as the batch thread would.
+    /// Begin decoding `j` on this thread: what was staged, and how long
+    /// the host phase itself took (not the wait for a decoder: the
+    /// automatic share's measure of the CUDA route, which a pool's first
+    /// decoders, made during the first batch, would inflate). `Ok(None)`:
+    /// the batch thread decodes it (the engine's sample, or no decoder
+    /// free in time). An error: nvJPEG refused it here, and the caller
+    /// decodes it on the CPU, as the batch thread would.
     pub(crate) fn start(
         &self,
         j: &Jpeg,
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
-    ) -> crate::error::Result<Option<Staged>> {
+    ) -> crate::error::Result<Option<(Staged, std::time::Duration)>> {
         if j.to_engine {
             return Ok(None);
         }
@@ -160,11 +163,13 @@ impl WorkerDecode {
                     return Ok(None);
                 };
                 let pixels = u64::from(j.width) * u64::from(j.height);
+                let t0 = std::time::Instant::now();
                 lease.host(&j.bytes, pixels, roi)?;
-                Ok(Some(Staged::Cuda(lease)))
+                Ok(Some((Staged::Cuda(lease), t0.elapsed())))
             }
             WorkerDecodeKind::Off => Ok(None),
             WorkerDecodeKind::Emu => {
+                let t0 = std::time::Instant::now();
                 decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;
                 let whole = Roi {
@@ -174,7 +179,7 @@ impl WorkerDecode {
                     h: j.height,
                 };
                 let px = img.window_rows(roi.unwrap_or(whole)).flatten().copied();
-                Ok(Some(Staged::Emu(px.collect())))
+                Ok(Some((Staged::Emu(px.collect()), t0.elapsed())))
             }
         }
     }

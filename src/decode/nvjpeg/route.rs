@@ -137,6 +137,14 @@ pub(crate) struct Costs {
 /// far from 0 and 1, so that each route decodes some images.
 pub(crate) const EXPLORE: f64 = 1.0 / 16.0;
 
+/// Once both routes are measured, the balance stays at most `1 − PROBE`:
+/// the CUDA route's host phase is measured only on images it takes, and
+/// at a balance of 1 an estimate made once (on an H200, 2026-11-26, from
+/// the first batch's host phases, 1.2 s each while decoders were made)
+/// would never be corrected. The lean to the engine for a slow trainer
+/// may still reach 1.
+pub(crate) const PROBE: f64 = 1.0 / 64.0;
+
 /// The engine's busy fraction the share leans to when something else sets
 /// the pace ([`Costs::share`]): room for bursts, as at an epoch's start.
 pub(crate) const ENGINE_HEADROOM: f64 = 0.8;
@@ -152,13 +160,13 @@ impl Costs {
     /// s = (other + e · host) / (e · (workers · engine + host))
     /// ```
     ///
-    /// clamped to `[0, 1]` (to `[EXPLORE, 1 − EXPLORE]` while a route is
-    /// unmeasured). `None` while it cannot be said (nothing measured, no
+    /// clamped to `[0, 1 − PROBE]` (to `[EXPLORE, 1 − EXPLORE]` while a
+    /// route is unmeasured). `None` while it cannot be said (nothing measured, no
     /// engine-supported images).
     pub(crate) fn balance(&self, workers: f64) -> Option<f64> {
         let (other, e) = (self.other?, self.eligible?);
         let (lo, hi) = match (self.engine, self.host) {
-            (Some(_), Some(_)) => (0.0, 1.0),
+            (Some(_), Some(_)) => (0.0, 1.0 - PROBE),
             _ => (EXPLORE, 1.0 - EXPLORE),
         };
         let s = match (self.engine, self.host) {
@@ -341,7 +349,7 @@ impl Share {
 
 #[cfg(test)]
 mod tests {
-    use super::{Costs, ENGINE_HEADROOM, EXPLORE, Share, hardware_draw};
+    use super::{Costs, ENGINE_HEADROOM, EXPLORE, PROBE, Share, hardware_draw};
     use std::time::{Duration, Instant};
 
     /// Costs of a two-route machine: per image, the engine's seconds, a
@@ -370,8 +378,9 @@ mod tests {
         // A slow engine gets less; workers busy elsewhere send it more.
         assert!(costs(4e-4, 1e-3, 2e-4).balance(16.0).unwrap() < s);
         assert!(costs(1e-4, 1e-3, 2e-3).balance(16.0).unwrap() > s);
-        // Clamped: a free engine takes everything, a hopeless one nothing.
-        assert_eq!(costs(1e-9, 1e-3, 1e-4).balance(16.0), Some(1.0));
+        // Clamped: a free engine takes all but the probe, a hopeless one
+        // nothing.
+        assert_eq!(costs(1e-9, 1e-3, 1e-4).balance(16.0), Some(1.0 - PROBE));
         assert_eq!(
             costs(1.0, 1e-6, 0.0).balance(16.0).map(|s| s < 1e-3),
             Some(true)
