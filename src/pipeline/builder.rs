@@ -41,7 +41,10 @@ pub enum Device {
 /// at 1.30, every mix slower than either end. The engine costs a quarter
 /// of the CPU time per image and leaves the SMs to training, which is
 /// what this crate is for; share 0 is the choice for a trainer with idle
-/// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s.
+/// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s. With 3
+/// batches in flight on an H200 (2026-11-26, a2fd905): share 1 13,000–
+/// 14,200 img/s at 0.26–0.28 CPU-s per 1000 images, share 0 12,200 at
+/// 1.10; mixes unmeasured there.
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Configures and builds a [`Pipeline`].
@@ -391,7 +394,9 @@ impl PipelineBuilder {
     /// host phases and in everything else) and sets the share at which
     /// both routes finish a batch together
     /// (`decode::nvjpeg` `Costs::balance` has the formula). Until both
-    /// routes have been measured the share stays within 1/16 of 0 and 1.
+    /// routes have been measured the share stays within 1/16 of 0 and 1,
+    /// and after that at most 1 − 1/64, so that the CUDA route stays
+    /// measured.
     /// When the trainer, not the pipeline, sets the pace, it goes further
     /// toward the engine, as far as the engine keeps up with 20 % to
     /// spare (`Costs::share`): each image the engine takes instead of CUDA
@@ -412,9 +417,11 @@ impl PipelineBuilder {
     /// CUDA route, the augment kernel and the trainer work on the one
     /// before. Each costs a decode arena of 4 × `staging_bytes` of device
     /// memory and an engine lane (a thread with its own nvJPEG state and
-    /// stream). 1 decodes one batch at a time. Default 3: unmeasured
-    /// (no GPU in the session that wrote it; docs/BENCHMARKS.md says when it
-    /// was). Ignored by the CPU backend and by `gpu_decode(false)`.
+    /// stream). 1 decodes one batch at a time. Default 3: on an H200
+    /// (2026-11-26, share 1) it kept two engine calls running while the
+    /// third arena filled, and ran 10,200–14,200 img/s against 11,500 for
+    /// 1, within that run's noise (docs/BENCHMARKS.md); 2 and 4 are
+    /// unmeasured. Ignored by the CPU backend and by `gpu_decode(false)`.
     pub fn batches_in_flight(mut self, n: usize) -> Self {
         self.in_flight = n;
         self
