@@ -659,6 +659,14 @@ fn emu_trace_shows_the_device_stage() {
             .unwrap();
         let n: usize = p.epoch(0).map(|b| b.unwrap().len()).sum();
         assert_eq!(n, 28);
+        // The engine's time is counted too (bench names it as the limit
+        // when it is the busiest stage).
+        let engine = p.stats().engine_busy;
+        assert!(engine > std::time::Duration::ZERO, "engine time {engine:?}");
+        assert_eq!(
+            p.monitor().stats().map(|s| s.engine_busy >= engine),
+            Some(true)
+        );
         p.trace_json().unwrap()
     };
     let json = timeline(0.5, 0);

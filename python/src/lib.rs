@@ -281,7 +281,8 @@ impl Pipeline {
     }
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
-    /// bytes_read, errors by kind, seconds spent per stage, and `memory`:
+    /// bytes_read, errors by kind, seconds spent per stage and with a
+    /// hardware engine call in flight (`engine_busy_s`), and `memory`:
     /// pinned and device pools, slots, what nvJPEG holds, and the host
     /// buffers: read buffers and CPU workers' scratch).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -303,6 +304,7 @@ impl Pipeline {
             ("decode_s", s.decode),
             ("augment_s", s.augment),
             ("wait_s", s.wait),
+            ("engine_busy_s", s.engine_busy),
         ] {
             d.set_item(name, t.as_secs_f64())?;
         }

@@ -71,6 +71,8 @@ struct BusyState {
     since: Option<std::time::Instant>,
     busy: std::time::Duration,
     items: u64,
+    /// All busy time so far, never taken (`Stats::engine_busy`).
+    total: std::time::Duration,
 }
 
 impl Busy {
@@ -93,8 +95,20 @@ impl Busy {
         if s.active == 0
             && let Some(t) = s.since.take()
         {
-            s.busy += t.elapsed();
+            let d = t.elapsed();
+            s.busy += d;
+            s.total += d;
         }
+    }
+
+    /// All busy time since the start, calls under way counted up to now.
+    pub(crate) fn total(&self) -> std::time::Duration {
+        let s = self.lock();
+        s.total
+            + s.since
+                .filter(|_| s.active > 0)
+                .map(|t| t.elapsed())
+                .unwrap_or_default()
     }
 
     /// Busy time and items since the last take (calls under way count up
@@ -105,6 +119,7 @@ impl Busy {
             let now = std::time::Instant::now();
             if let Some(t) = s.since.replace(now) {
                 s.busy += now - t;
+                s.total += now - t;
             }
         }
         let out = (s.busy, s.items);

@@ -252,7 +252,7 @@ impl Pipeline {
 
     /// Counters since `build()`.
     pub fn stats(&self) -> Stats {
-        self.shared.counters.snapshot()
+        self.shared.counters.snapshot(self.stage.as_deref())
     }
 
     /// A handle that reads [`stats`](Self::stats) and

@@ -28,7 +28,12 @@ impl Monitor {
     /// [`Pipeline::stats`](super::Pipeline::stats) now; `None` once the
     /// pipeline is gone.
     pub fn stats(&self) -> Option<Stats> {
-        Some(self.shared.upgrade()?.counters.snapshot())
+        let shared = self.shared.upgrade()?;
+        let stage = match &self.stage {
+            None => None,
+            Some(s) => Some(s.upgrade()?),
+        };
+        Some(shared.counters.snapshot(stage.as_deref()))
     }
 
     /// [`Pipeline::memory`](super::Pipeline::memory) now; `None` once the

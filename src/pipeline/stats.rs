@@ -37,9 +37,11 @@ impl Counters {
         counter.fetch_add(d.as_nanos() as u64, Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> Stats {
+    /// The counters, and the device stage's engine time when there is one.
+    pub(crate) fn snapshot(&self, stage: Option<&crate::stage::DeviceStage>) -> Stats {
         let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Relaxed));
         Stats {
+            engine_busy: stage.map(|s| s.engine_busy()).unwrap_or_default(),
             samples: self.samples.load(Relaxed),
             batches: self.batches.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
@@ -118,6 +120,12 @@ pub struct Stats {
     pub requests: u64,
     /// Requests to object storage sent again after a failure.
     pub retries: u64,
+    /// Wall time during which at least one hardware JPEG engine call was
+    /// in flight (the union of the engine lanes' calls, not their sum;
+    /// the emulated device's lanes too): over the run's time, how busy the
+    /// engine route was (`gpufeed bench` names it as the limit when it is
+    /// the busiest stage; issue 16).
+    pub engine_busy: Duration,
 }
 
 impl Stats {

@@ -180,7 +180,7 @@ impl DeviceStage {
                 Engine::Cuda(e) => {
                     let lanes = cfg.in_flight;
                     let cpu = fallback()?;
-                    let (busy, batch) = (share.engine_busy(), cfg.batch_size);
+                    let (busy, batch) = (Some(share.engine_busy()), cfg.batch_size);
                     let t = timeline.as_ref();
                     match NvRoute::new(e, batch, lanes, cpu, t, &route_ledger, busy) {
                         Ok(r) => {
@@ -230,7 +230,7 @@ impl DeviceStage {
                         cpus,
                         crate::cuda::lanes::counted(
                             crate::cuda::lanes::observed(emu_engine, observe.clone()),
-                            share.engine_busy(),
+                            Some(share.engine_busy()),
                             Vec::len,
                         ),
                     )?;
@@ -462,6 +462,11 @@ impl DeviceStage {
     /// What the workers run of the nvJPEG route, when they run some.
     pub(crate) fn worker_decode(&self) -> Option<Arc<WorkerDecode>> {
         self.worker_decode.clone()
+    }
+
+    /// Wall time with an engine call in flight (`Stats::engine_busy`).
+    pub(crate) fn engine_busy(&self) -> std::time::Duration {
+        self.share.engine_busy().total()
     }
 
     /// Steer the automatic engine share (once a batch, on the batch

@@ -92,6 +92,9 @@ pub(crate) fn hardware_draw(seed: u64, epoch: u64, index: u64) -> f64 {
 #[derive(Debug)]
 pub(crate) struct Share {
     bits: AtomicU32,
+    /// The engine lanes' calls (`cuda::lanes::counted`): the automatic
+    /// share's measure of the engine, and `Stats::engine_busy`.
+    engine: Arc<crate::cuda::lanes::Busy>,
     auto: Option<Auto>,
 }
 
@@ -99,8 +102,6 @@ pub(crate) struct Share {
 #[derive(Debug, Default)]
 struct Auto {
     workers: f64,
-    /// The engine lanes' calls (`cuda::lanes::counted`).
-    engine: Arc<crate::cuda::lanes::Busy>,
     /// Worker nanoseconds: in all tasks, and in the CUDA host phases of
     /// engine-supported images.
     task_ns: AtomicU64,
@@ -248,6 +249,7 @@ impl Share {
     pub(crate) fn fixed(share: f32) -> Share {
         Share {
             bits: AtomicU32::new(share.to_bits()),
+            engine: Arc::default(),
             auto: None,
         }
     }
@@ -258,6 +260,7 @@ impl Share {
     pub(crate) fn auto(start: f32, workers: usize) -> Share {
         Share {
             bits: AtomicU32::new(start.to_bits()),
+            engine: Arc::default(),
             auto: Some(Auto {
                 workers: workers.max(1) as f64,
                 ..Auto::default()
@@ -269,9 +272,9 @@ impl Share {
         f32::from_bits(self.bits.load(Relaxed))
     }
 
-    /// Where the engine lanes count their calls, when steered.
-    pub(crate) fn engine_busy(&self) -> Option<Arc<crate::cuda::lanes::Busy>> {
-        self.auto.as_ref().map(|a| a.engine.clone())
+    /// Where the engine lanes count their calls.
+    pub(crate) fn engine_busy(&self) -> Arc<crate::cuda::lanes::Busy> {
+        self.engine.clone()
     }
 
     /// The route of one image, decided once, on the worker that parsed it
@@ -316,7 +319,7 @@ impl Share {
         let host_s = a.host_ns.swap(0, Relaxed) as f64 * 1e-9;
         let hosted = a.hosted.swap(0, Relaxed);
         let eligible = a.eligible.swap(0, Relaxed);
-        let (busy, taken) = a.engine.take();
+        let (busy, taken) = self.engine.take();
         let per = |s: f64, n: u64| (n > 0).then(|| s / n as f64);
         let mut est = a.est.lock().unwrap_or_else(|p| p.into_inner());
         let wall = est.since.replace(now).map(|t| now.duration_since(t));
@@ -455,7 +458,7 @@ mod tests {
         assert_eq!(share.steer(), None, "nothing measured");
         // 64 tasks: each 1 ms on a worker, of which 0.8 ms a host phase
         // for the 32 that took CUDA; the engine busy 1.6 ms for 32.
-        let busy = share.engine_busy().unwrap();
+        let busy = share.engine_busy();
         busy.enter(32);
         std::thread::sleep(Duration::from_millis(2));
         busy.exit();

@@ -157,6 +157,8 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
+        // Over the whole run, warm-up included.
+        out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
