@@ -280,6 +280,11 @@ for phase in "${phases[@]}"; do
       # safety see nvjpeg-decode.
       GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 step bench-cuda-gpu-huffman 90 "$bin/gpufeed" \
         bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0
+      # The same at share 1: the workers' CPU time there is mostly the
+      # progressive photos' CPU Huffman (3-5 ms each on an H200,
+      # 2026-11-26), which the engine never takes (issue 16, item 4).
+      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 step bench-cuda-gpu-huffman-engine 90 "$bin/gpufeed" \
+        bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 1
       # Engine calls sent as a batch fills, sized near engines x cores
       # (decode-bench prints them), against one call per batch (0).
       step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
