@@ -154,6 +154,11 @@ for phase in "${phases[@]}"; do
       step bench-cuda-in-flight-engine 120 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
         --batch 256 --dtype f16 --epochs 3 --hardware-share 1 --sweep in-flight=1,2,3,4 \
         --out "$logs/in-flight-engine"
+      # The engine lanes' 0.1 CPU-ms per image (issue 16, item 4): the
+      # same as share 1 above with the context's waits blocking, nvJPEG's
+      # own included (`cpu_ms_per_image_by_thread` in the JSON).
+      GPUFEED_CUDA_BLOCKING_SYNC=1 step bench-cuda-blocking-sync 60 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 1 --json
       # Both routes at once (issue 16, item 3): the engine alone ran near
       # its ceiling on an H200, so 25,000 img/s needs a mix.
       GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \

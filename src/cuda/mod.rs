@@ -128,10 +128,37 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
     }
     // cudarc panics without libcuda: devices() checks first.
     devices()?;
+    if std::env::var("GPUFEED_CUDA_BLOCKING_SYNC").as_deref() == Ok("1") {
+        blocking_sync(index);
+    }
     let ctx = cudarc::driver::CudaContext::new(index)
         .map_err(|e| Error::Device(format!("cuda:{index}: context: {e:?}")))?;
     held[index] = Some(ctx.clone());
     Ok(ctx)
+}
+
+/// `GPUFEED_CUDA_BLOCKING_SYNC=1`, a diagnostic (issue 16, item 4): the
+/// primary context's host waits block instead of spinning, those inside
+/// nvJPEG included, which gpufeed's own blocking-sync events cannot reach.
+/// By the driver's default (`CU_CTX_SCHED_AUTO`: spin while the process
+/// has fewer contexts than cores) a thread waiting inside a library call
+/// burns its core: on an H200 (2026-11-26) the engine lanes took 0.1
+/// CPU-ms per image, about two cores at 14,000 img/s, while their own
+/// waits block. The flag is the process's (the trainer's waits on the
+/// primary context too), so it is not a default before it is measured.
+/// Set before the context is first made here; a failure is printed.
+fn blocking_sync(index: usize) {
+    use cudarc::driver::{result, sys};
+    let flags = sys::CUctx_flags_enum::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint;
+    let r = result::device::get(index as std::ffi::c_int).and_then(|dev| {
+        // SAFETY: `dev` comes from cuDeviceGet after cuInit (`devices()`);
+        // cuDevicePrimaryCtxSetFlags takes any device and a flag word
+        // (CUDA Driver API, "Primary Context Management").
+        unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(dev, flags) }.result()
+    });
+    if let Err(e) = r {
+        eprintln!("gpufeed: GPUFEED_CUDA_BLOCKING_SYNC: cuDevicePrimaryCtxSetFlags failed: {e:?}");
+    }
 }
 
 /// The embedded kernel sources: `(file name, text)`, headers inlined.
