@@ -80,54 +80,9 @@ impl JpegDecoder {
 
 impl Drop for JpegDecoder {
     fn drop(&mut self) {
-        // Destroyed once, after the states made from it (each `Backend`
-        // holds an Arc to it), before the handle (held by Arc).
+        // Destroyed once, after the states made from it (field order of
+        // `Backend`), before the handle (held by Arc).
         let _ = call!(&self.handle.lib, nvjpegDecoderDestroy(self.raw));
-    }
-}
-
-// SAFETY: nvJPEG's thread-safety rules (nvJPEG docs, "Thread Safety") ask
-// for a stream, state, pinned and device buffer per thread, and leave the
-// handle and the decoder object shareable: DALI's decoupled decoder shares
-// one of each across its threads the same way. Every call that uses a
-// shared decoder here also takes a state owned by the calling thread.
-unsafe impl Send for JpegDecoder {}
-// SAFETY: as above.
-unsafe impl Sync for JpegDecoder {}
-
-/// What the decoders of one pool share (issue 16: a CUDA pipeline's first
-/// batch took 2.4 s on an H200, 2026-11-26, with workers' host phases of
-/// 1–2 s while each new pooled decoder made its own nvJPEG handle): the
-/// handle, with its allocators' meter, and one decoder object per backend.
-/// Per decoder remain what nvJPEG asks to be per thread: states, buffers,
-/// stream.
-pub(crate) struct Kit {
-    cpu_huffman: Arc<JpegDecoder>,
-    gpu_huffman: Option<Arc<JpegDecoder>>,
-    handle: Arc<Handle>,
-}
-
-impl Kit {
-    /// A handle (allocations counted in `meter`, when given) and its
-    /// decoders. Without the GPU Huffman backend (older nvJPEG, or
-    /// `GPUFEED_NVJPEG_GPU_HUFFMAN=0`), every image takes the CPU Huffman
-    /// path.
-    pub(crate) fn new(meter: Option<&Arc<Meter>>) -> Result<Arc<Kit>> {
-        use sys::nvjpegBackend_t as B;
-        let handle = Arc::new(Handle::metered(B::NVJPEG_BACKEND_DEFAULT, meter)?);
-        let cpu_huffman = Arc::new(JpegDecoder::new(&handle, B::NVJPEG_BACKEND_HYBRID)?);
-        let gpu_huffman = if std::env::var("GPUFEED_NVJPEG_GPU_HUFFMAN").as_deref() == Ok("0") {
-            None
-        } else {
-            JpegDecoder::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID)
-                .ok()
-                .map(Arc::new)
-        };
-        Ok(Arc::new(Kit {
-            cpu_huffman,
-            gpu_huffman,
-            handle,
-        }))
     }
 }
 
@@ -215,21 +170,18 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// One backend: its decoder, shared with the pool's other decoders
-/// ([`Kit`]), and this decoder's state made from it (field order is drop
-/// order: the state first).
+/// One backend: its decoder and the state made from it (field order is
+/// drop order: the state first).
 struct Backend {
     state: JpegState,
-    decoder: Arc<JpegDecoder>,
+    decoder: JpegDecoder,
 }
 
 impl Backend {
-    fn new(handle: &Arc<Handle>, decoder: &Arc<JpegDecoder>) -> Result<Backend> {
+    fn new(handle: &Arc<Handle>, backend: sys::nvjpegBackend_t) -> Result<Backend> {
+        let decoder = JpegDecoder::new(handle, backend)?;
         let state = JpegState::for_decoder(handle, decoder.raw)?;
-        Ok(Backend {
-            state,
-            decoder: decoder.clone(),
-        })
+        Ok(Backend { state, decoder })
     }
 }
 
@@ -279,30 +231,38 @@ impl DecoupledDecoder {
     /// the host phase of one image run while the copy of the one before
     /// reads the other (one thread decoding image after image); a pooled
     /// decoder needs one, since the pool's cycle lies between its uses, and
-    /// each buffer grows to the largest image decoded. With a `meter`,
-    /// nvJPEG's allocations for this decoder are counted there
-    /// (`meter.rs`). Its own [`Kit`]; a pool's decoders share one
-    /// ([`with_kit`](Self::with_kit)).
+    /// each buffer grows to the largest image decoded. Without the GPU
+    /// Huffman backend (older nvJPEG, or `GPUFEED_NVJPEG_GPU_HUFFMAN=0`),
+    /// every image takes the CPU Huffman path. With a `meter`, nvJPEG's
+    /// allocations for this decoder are counted there (`meter.rs`). On a
+    /// handle of its own; a pool's decoders share one
+    /// ([`on_handle`](Self::on_handle)).
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         buffers: usize,
         meter: Option<&Arc<Meter>>,
     ) -> Result<DecoupledDecoder> {
-        DecoupledDecoder::with_kit(ctx, buffers, &Kit::new(meter)?)
+        DecoupledDecoder::on_handle(ctx, buffers, &decoupled_handle(meter)?)
     }
 
-    /// [`new`](Self::new), on `kit`'s handle and decoders.
-    pub(crate) fn with_kit(
+    /// [`new`](Self::new), on `handle` ([`decoupled_handle`]), which other
+    /// decoders may share: nvJPEG's thread-safety rules ask for a stream,
+    /// state and buffers per thread, which each decoder has, and leave the
+    /// handle shareable (nvJPEG docs, "Thread Safety"); DALI's decoupled
+    /// decoder shares one handle across its threads the same way.
+    pub(crate) fn on_handle(
         ctx: &Arc<CudaContext>,
         buffers: usize,
-        kit: &Arc<Kit>,
+        handle: &Arc<Handle>,
     ) -> Result<DecoupledDecoder> {
         let buffers = buffers.clamp(1, 2);
-        let handle = kit.handle.clone();
-        let cpu_huffman = Backend::new(&handle, &kit.cpu_huffman)?;
-        let gpu_huffman = match &kit.gpu_huffman {
-            Some(d) => Backend::new(&handle, d).ok(),
-            None => None,
+        use sys::nvjpegBackend_t as B;
+        let handle = handle.clone();
+        let cpu_huffman = Backend::new(&handle, B::NVJPEG_BACKEND_HYBRID)?;
+        let gpu_huffman = if std::env::var("GPUFEED_NVJPEG_GPU_HUFFMAN").as_deref() == Ok("0") {
+            None
+        } else {
+            Backend::new(&handle, B::NVJPEG_BACKEND_GPU_HYBRID).ok()
         };
         let drv = Error::cuda("event");
         // Waited on from the host before a pinned buffer is reused.
@@ -483,6 +443,13 @@ impl Drop for DecoupledDecoder {
     }
 }
 
+/// The handle decoupled decoders are made on (allocations counted in
+/// `meter`, when given).
+pub(crate) fn decoupled_handle(meter: Option<&Arc<Meter>>) -> Result<Arc<Handle>> {
+    let default = sys::nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT;
+    Ok(Arc::new(Handle::metered(default, meter)?))
+}
+
 /// Decoupled decoders shared by a pipeline's workers and its batch thread
 /// (issue 5, items 2 and 4; the lending is `pool.rs`'s).
 pub(crate) type DecoderPool = Pool<DecoupledDecoder>;
@@ -516,13 +483,16 @@ pub(crate) fn decoder_pool(
     ledger: &Arc<Ledger>,
 ) -> Result<Arc<DecoderPool>> {
     let meter = Meter::new(ctx, ledger.clone());
-    let kit = Kit::new(Some(&meter))?;
+    // One handle for the pool (issue 16: on an H200, 2026-11-26, each
+    // pooled decoder made its own as it was first lent, and the first
+    // batch's CUDA host phases took 1-2.2 s, the first batch 2.4 s).
+    let handle = decoupled_handle(Some(&meter))?;
     let ctx = ctx.clone();
     let full = ledger.clone();
     let trim_at = ledger.limit() / TRIM_AT.1 * TRIM_AT.0;
     Pool::new(
         cap,
-        move || DecoupledDecoder::with_kit(&ctx, 1, &kit),
+        move || DecoupledDecoder::on_handle(&ctx, 1, &handle),
         move || full.total() <= trim_at,
         TAKE_TIMEOUT,
     )
