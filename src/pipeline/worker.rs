@@ -29,7 +29,7 @@ use crate::jpeg::parse_header;
 use crate::reader::{BufferPool, PooledBytes, ReadBytes};
 use crate::sizes::Sizes;
 use crate::source::Source;
-use crate::stage::handoff::{Jpeg, Region, bounds, shift};
+use crate::stage::handoff::{Jpeg, Region, crop_window, shift};
 
 /// State shared by the pipeline, its epochs and its threads.
 #[derive(Debug)]
@@ -541,14 +541,8 @@ fn cpu_window(
     if decoder.backend() != crate::decode::CpuBackend::TurboJpeg {
         return None;
     }
-    let want = bounds(params);
-    if want.w == 0 || want.h == 0 {
-        return None;
-    }
-    let size = (header.width, header.height);
-    let window =
-        crate::decode::nvjpeg::padded_window(want, size, crate::decode::nvjpeg::mcu_size(header));
-    ((window.w, window.h) != size).then_some(window)
+    let mcu = crate::decode::nvjpeg::mcu_size(header);
+    crop_window(params, (header.width, header.height), mcu)
 }
 
 /// The decoded image in `s.image`, cut to its crop region for the device

@@ -21,7 +21,7 @@ pub(crate) struct Region {
 
 /// The bounding box of every draw's source window: the only pixels the
 /// kernel reads (the CPU reference asserts the same).
-pub(crate) fn bounds(params: &[SampleParams]) -> Roi {
+fn bounds(params: &[SampleParams]) -> Roi {
     let x = params.iter().map(|p| p.x.start).min().unwrap_or(0);
     let y = params.iter().map(|p| p.y.start).min().unwrap_or(0);
     let x1 = params
@@ -196,14 +196,26 @@ impl Jpeg {
     /// its pixels decode as in a full decode
     /// ([`crate::decode::nvjpeg::padded_window`]).
     pub(super) fn window(&self) -> Option<Roi> {
-        let want = bounds(&self.params);
-        if want.w == 0 || want.h == 0 {
-            return None;
-        }
-        let size = (self.width, self.height);
-        let roi = crate::decode::nvjpeg::padded_window(want, size, self.mcu);
-        ((roi.w, roi.h) != size).then_some(roi)
+        crop_window(&self.params, (self.width, self.height), self.mcu)
     }
+}
+
+/// The window of an image of `size` (MCUs of `mcu`) that the draws
+/// `params` read, padded so that its pixels decode as in a full decode
+/// ([`crate::decode::nvjpeg::padded_window`]); `None` when it would be the
+/// whole image or the draws read nothing. The nvJPEG routes' and the CPU
+/// route's (libjpeg-turbo) crop-region decodes both ask for it.
+pub(crate) fn crop_window(
+    params: &[SampleParams],
+    size: (u32, u32),
+    mcu: (u32, u32),
+) -> Option<Roi> {
+    let want = bounds(params);
+    if want.w == 0 || want.h == 0 {
+        return None;
+    }
+    let roi = crate::decode::nvjpeg::padded_window(want, size, mcu);
+    ((roi.w, roi.h) != size).then_some(roi)
 }
 
 /// A decoded nvJPEG-route image in the arena, waiting for its batch
