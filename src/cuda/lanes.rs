@@ -44,14 +44,13 @@ pub(crate) fn observed<S, Q, A>(
 /// 16, item 3).
 pub(crate) fn counted<S, Q: 'static, A>(
     run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
-    busy: Option<std::sync::Arc<Busy>>,
+    busy: std::sync::Arc<Busy>,
     count: fn(&Q) -> usize,
 ) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
     move |s, q| {
-        let Some(b) = &busy else { return run(s, q) };
-        b.enter(count(&q));
+        busy.enter(count(&q));
         let a = run(s, q);
-        b.exit();
+        busy.exit();
         a
     }
 }

@@ -100,7 +100,7 @@ impl DecodeBench {
         // One batch at a time: a lane per engine call.
         // Counted, not bounded: the benchmark measures the routes' speed.
         let ledger = std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX));
-        let busy = Some(share.engine_busy());
+        let busy = share.engine_busy();
         let call = batch.div_ceil(engine_calls);
         let route =
             super::cuda::NvRoute::new(&engine, call, engine_calls, cpu, None, &ledger, busy)?;

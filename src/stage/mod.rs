@@ -180,7 +180,7 @@ impl DeviceStage {
                 Engine::Cuda(e) => {
                     let lanes = cfg.in_flight;
                     let cpu = fallback()?;
-                    let (busy, batch) = (Some(share.engine_busy()), cfg.batch_size);
+                    let (busy, batch) = (share.engine_busy(), cfg.batch_size);
                     let t = timeline.as_ref();
                     match NvRoute::new(e, batch, lanes, cpu, t, &route_ledger, busy) {
                         Ok(r) => {
@@ -230,7 +230,7 @@ impl DeviceStage {
                         cpus,
                         crate::cuda::lanes::counted(
                             crate::cuda::lanes::observed(emu_engine, observe.clone()),
-                            Some(share.engine_busy()),
+                            share.engine_busy(),
                             Vec::len,
                         ),
                     )?;

@@ -162,8 +162,8 @@ impl Costs {
     /// ```
     ///
     /// clamped to `[0, 1 − PROBE]` (to `[EXPLORE, 1 − EXPLORE]` while a
-    /// route is unmeasured). `None` while it cannot be said (nothing measured, no
-    /// engine-supported images).
+    /// route is unmeasured). `None` while it cannot be said (nothing
+    /// measured, no engine-supported images).
     pub(crate) fn balance(&self, workers: f64) -> Option<f64> {
         let (other, e) = (self.other?, self.eligible?);
         let (lo, hi) = match (self.engine, self.host) {

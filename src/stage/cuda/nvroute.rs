@@ -201,8 +201,9 @@ impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
     /// most `batch` images a call; `timeline` hears of each lane call (its
     /// host span and its GPU span), and `busy` counts them (the automatic
-    /// share's measure of the engine); nvJPEG's memory for them is counted
-    /// in `ledger`. An error when nvJPEG cannot be used at all.
+    /// share's measure of the engine, and `Stats::engine_busy`); nvJPEG's
+    /// memory for them is counted in `ledger`. An error when nvJPEG cannot
+    /// be used at all.
     pub(crate) fn new(
         engine: &CudaEngine,
         batch: usize,
@@ -210,7 +211,7 @@ impl NvRoute {
         cpu: crate::decode::CpuDecoder,
         timeline: Option<&Arc<GpuTimeline>>,
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
-        busy: Option<Arc<crate::cuda::lanes::Busy>>,
+        busy: Arc<crate::cuda::lanes::Busy>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
         let meter = crate::decode::nvjpeg::Meter::new(ctx, ledger.clone());
