@@ -42,9 +42,9 @@ pub enum Device {
 /// of the CPU time per image and leaves the SMs to training, which is
 /// what this crate is for; share 0 is the choice for a trainer with idle
 /// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s. With 3
-/// batches in flight on an H200 (2026-11-26, a2fd905): share 1 13,000–
-/// 14,200 img/s at 0.26–0.28 CPU-s per 1000 images, share 0 12,200 at
-/// 1.10; mixes unmeasured there.
+/// batches in flight on an H200 (2026-11-26, a2fd905; runs of a few
+/// seconds, noisy): share 1 9,400–14,200 img/s in four runs at 0.26–0.32
+/// CPU-s per 1000 images, share 0 12,200 at 1.10; mixes unmeasured there.
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Configures and builds a [`Pipeline`].
@@ -419,7 +419,7 @@ impl PipelineBuilder {
     /// memory and an engine lane (a thread with its own nvJPEG state and
     /// stream). 1 decodes one batch at a time. Default 3: on an H200
     /// (2026-11-26, share 1) it kept two engine calls running while the
-    /// third arena filled, and ran 10,200–14,200 img/s against 11,500 for
+    /// third arena filled, and ran 9,400–14,200 img/s against 11,500 for
     /// 1, within that run's noise (docs/BENCHMARKS.md); 2 and 4 are
     /// unmeasured. Ignored by the CPU backend and by `gpu_decode(false)`.
     pub fn batches_in_flight(mut self, n: usize) -> Self {
