@@ -2,24 +2,31 @@
 # Build everything a CUDA machine without a Rust toolchain needs to run the
 # GPU checks: the release test binaries, the CLI, and a runner script.
 #
-#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz]] [--pack] [--candle]
+#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz] [--full] [--no-tricky]] [--pack]
+#                         [--candle] [--wheel]
 #   (default OUT: dist/gpu, git-ignored)
 #   # copy OUT to the CUDA box (x86-64 Linux), then there, from a checkout:
 #   OUT/run-gpu-tests.sh [tests|sanitize|bench|peers|all] [-- DATA]
 #
 # --corpus copies a trimmed shared corpus (DIR: ../shared/testdata) into
-# OUT/corpus, which the runner then uses; --fuzz adds its fuzz/ folder.
+# OUT/corpus, which the runner then uses; --fuzz adds its fuzz/ folder
+# (26 MB), --full photos/full (29 MB, issue 20's second bench set);
+# --no-tricky leaves tricky/ out (23 MB; the runner's unrun phase needs
+# none of it).
 # --pack leaves the binaries as OUT/bin.tar.xz (a third of their size), to
-# unpack there with `tar xJf OUT/bin.tar.xz -C OUT`: the corpus with fuzz/
-# fits a 64 MiB transfer only so. --candle adds the candle CUDA tests and
-# the training example (issue 17), built with a toolkit of NVIDIA's wheels
-# (scripts/cuda-root.sh, in target/cuda-root) and linked against stubs
-# (scripts/cuda-link-stubs.sh); on the GPU box they load the toolkit's
-# real libcublas, libcurand and the driver. They are large (88 MB
-# stripped, 11 MB in bin.tar.xz on 2026-11-23): with the corpus, carry them
-# in a call of their own. The runner (scripts/
-# run-gpu-tests.sh) sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails)
-# and gives every step a time limit; see its header.
+# unpack there with `tar xJf OUT/bin.tar.xz -C OUT`. The device tool
+# carries 64 MiB: the corpus with fuzz/ fits only so (56 MB on
+# 2026-11-26), and --full goes without --fuzz (with --candle, --wheel
+# and --no-tricky: 57 MB).
+# --candle adds the candle CUDA tests and the training example (issue
+# 17), built with a toolkit of NVIDIA's wheels (scripts/cuda-root.sh, in
+# target/cuda-root) and linked against stubs (scripts/cuda-link-stubs.sh);
+# on the GPU box they load the toolkit's real libcublas, libcurand and the
+# driver (88 MB stripped; with --pack, 15 MB in all on 2026-11-26).
+# --wheel builds the Python wheel (release) into OUT/wheel, for the
+# runner's torch steps (issue 17). The runner (scripts/run-gpu-tests.sh)
+# sets GPUFEED_REQUIRE_GPU=1 (a skipped GPU test fails) and gives every
+# step a time limit; see its header.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=dist/gpu
@@ -27,12 +34,18 @@ corpus=
 fuzz=
 pack=
 candle=
+full=
+wheel=
+tricky=1
 while [ $# -gt 0 ]; do
   case $1 in
     --corpus) corpus=$(cd "$2" && pwd); shift ;;
     --fuzz) fuzz=1 ;;
     --pack) pack=1 ;;
     --candle) candle=1 ;;
+    --full) full=1 ;;
+    --wheel) wheel=1 ;;
+    --no-tricky) tricky= ;;
     *) out=$1 ;;
   esac
   shift
@@ -87,16 +100,25 @@ chmod +x "$out/run-gpu-tests.sh"
 
 # A corpus that fits a 64 MiB transfer beside the binaries (~34 MB):
 # tricky/ without its reference PNGs, the 10 MB MPO and the 9 MB
-# decompression bomb, plus photos/imagenet-size. photos/full and fuzz/ need
-# a second transfer (GPUFEED_CORPUS pointing at the whole corpus).
+# decompression bomb, plus photos/imagenet-size (and what --fuzz and
+# --full add).
 if [ -n "$corpus" ]; then
   mkdir -p "$out/corpus/photos" "$out/corpus/fuzz"
   cp "$corpus/MANIFEST.tsv" "$out/corpus/"
-  cp -r "$corpus/tricky" "$out/corpus/"
-  find "$out/corpus/tricky" -name '*.png' -delete
-  rm -f "$out/corpus/tricky/pillow/fujifilm.mpo" "$out/corpus/tricky/gdk-pixbuf/large.jpg"
+  if [ -n "$tricky" ]; then
+    cp -r "$corpus/tricky" "$out/corpus/"
+    find "$out/corpus/tricky" -name '*.png' -delete
+    rm -f "$out/corpus/tricky/pillow/fujifilm.mpo" "$out/corpus/tricky/gdk-pixbuf/large.jpg"
+  fi
   cp -r "$corpus/photos/imagenet-size" "$out/corpus/photos/"
   [ -n "$fuzz" ] && cp -r "$corpus/fuzz/." "$out/corpus/fuzz/"
+  [ -n "$full" ] && cp -r "$corpus/photos/full" "$out/corpus/photos/"
+fi
+if [ -n "$wheel" ]; then
+  # abi3: any CPython 3 there; the runner unzips it onto PYTHONPATH (no
+  # pip, no network on the GPU box).
+  wheels=$(cd "$out" && pwd)/wheel
+  (cd python && maturin build --release --locked --quiet --out "$wheels")
 fi
 if [ -n "$pack" ]; then
   tar cJf "$out/bin.tar.xz" -C "$out" bin

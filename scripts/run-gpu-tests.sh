@@ -4,13 +4,16 @@
 #
 #   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
 #
-# PHASE: quick, tests, sanitize, bench, peers, or all (the default: all but
-# peers and quick). quick is the first call of a short lease (15 minutes of
-# device time in all, start-up included): the device stage's tests, the
-# headline benches beside torchvision's GPU pipeline, decode-bench, the
-# nvJPEG tests and one sanitizer run, most telling first, so that
-# GPU_DEADLINE cuts what matters least; then `tests sanitize bench` with
-# GPU_SKIP naming what quick ran (they share step names).
+# PHASE: quick, unrun, tests, sanitize, bench, peers, or all (the default:
+# all but peers, quick and unrun). quick is the first call of a short
+# lease (15 minutes of device time in all, start-up included) after GPU
+# code changed: the device stage's tests, the headline benches beside
+# torchvision's GPU pipeline, decode-bench, the nvJPEG tests and one
+# sanitizer run, most telling first, so that GPU_DEADLINE cuts what
+# matters least; then `tests sanitize bench` (steps quick ran are not
+# rerun in the same call; GPU_SKIP names steps to leave out). unrun is
+# that first call when no GPU code changed since the last full run: what
+# that run left out (see the phase).
 # DATA: a folder of JPEGs to bench (default: the bundle's corpus
 # photos/imagenet-size, else data/sample).
 #
@@ -47,7 +50,7 @@ data=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; data=${1:-}; break ;;
-    quick | tests | sanitize | bench | peers) phases+=("$1") ;;
+    quick | unrun | tests | sanitize | bench | peers) phases+=("$1") ;;
     all) phases+=(tests sanitize bench) ;;
     *) data=$1 ;;
   esac
@@ -93,7 +96,7 @@ step() {
   elif [ $rc -ne 0 ]; then verdict="FAILED (rc $rc)"; fi
   [ $rc -ne 0 ] && status=1
   printf -- '-- %-22s %-24s %4ds\n' "$name" "$verdict" $((SECONDS - t0)) | tee -a "$logs/summary.txt"
-  grep -E "^test result|panicked at|\.\.\. ignored" "$logs/$name.log" | head -6 | sed 's/^/     /'
+  grep -E "^test result|panicked at|\.\.\. (ignored|FAILED|not run)" "$logs/$name.log" | head -6 | sed 's/^/     /'
 }
 
 # Folders holding CUDA 13's libcublas/libcurand (the toolkit's, or the
@@ -109,28 +112,95 @@ cuda_libs() {
 # The end-to-end benches read at least BENCH_IMAGES files: a smaller DATA
 # is repeated through links (into bench_data; DATA itself stays as it is
 # for decode-bench and kernel-bench, which time batches, not epochs).
-bench_data=
-grow_data() {
-  [ -n "$bench_data" ] && return
-  bench_data=$data
-  local n want=${BENCH_IMAGES:-20000} big=$logs/bench-data r
-  n=$(find -L "$data" -type f | wc -l)
+# grow DIR WANT LINKS: prints DIR, or LINKS made to repeat it to at least
+# WANT files.
+grow() {
+  local dir=$1 want=$2 big=$3 n r
+  n=$(find -L "$dir" -type f | wc -l)
   if [ "$n" -gt 0 ] && [ "$n" -lt "$want" ]; then
     rm -rf "$big"
     mkdir -p "$big"
     for r in $(seq 1 $(((want + n - 1) / n))); do
-      find -L "$(cd "$data" && pwd)" -type f | while read -r f; do
+      find -L "$(cd "$dir" && pwd)" -type f | while read -r f; do
         ln -s "$f" "$big/$r-$(basename "$f")"
       done
     done
-    echo "bench data: $data repeated to $(find -L "$big" -type f | wc -l) files" | tee -a "$logs/summary.txt"
-    bench_data=$big
+    echo "bench data: $dir repeated to $(find -L "$big" -type f | wc -l) files" \
+      | tee -a "$logs/summary.txt" >&2
+    echo "$big"
+  else
+    echo "$dir"
+  fi
+}
+bench_data=
+grow_data() {
+  [ -n "$bench_data" ] || bench_data=$(grow "$data" "${BENCH_IMAGES:-20000}" "$logs/bench-data")
+}
+# photos/full (issue 20's second set; gpu-bundle.sh --full), repeated to
+# 5,000 files: larger photos, so fewer make an epoch that outlasts start-up.
+full_data=
+grow_full() {
+  local dir=${GPUFEED_CORPUS:-/nonexistent}/photos/full
+  [ -d "$dir" ] || return 1
+  [ -n "$full_data" ] || full_data=$(grow "$dir" 5000 "$logs/bench-data-full")
+}
+# The Python wheel (gpu-bundle.sh --wheel), unzipped onto PYTHONPATH: the
+# GPU box has no package index to install from.
+py=
+unpack_wheel() {
+  local whl
+  whl=$(ls "$here"/wheel/*.whl 2>/dev/null | head -1)
+  [ -n "$whl" ] || return 1
+  [ -n "$py" ] && return 0
+  py=$logs/py
+  rm -rf "$py"
+  python3 -m zipfile -e "$whl" "$py"
+  # torchvision's ImageFolder wants a class folder.
+  grow_data
+  mkdir -p "$logs/train-data"
+  ln -sfn "$(cd "$bench_data" && pwd)" "$logs/train-data/photos"
+}
+# with_load N COMMAND...: COMMAND beside N processes that keep a CPU busy.
+with_load() {
+  local n=$1 pids=() i rc
+  shift
+  for i in $(seq 1 "$n"); do
+    sh -c 'while :; do :; done' &
+    pids+=($!)
+  done
+  "$@"
+  rc=$?
+  kill "${pids[@]}" 2>/dev/null
+  wait "${pids[@]}" 2>/dev/null
+  return $rc
+}
+export -f with_load  # `step` runs commands through timeout, not functions
+# Issue 17 on the CUDA backend: candle tensors and the training example
+# (gpu-bundle.sh --candle); torch.from_dlpack, and a model step fed by
+# gpufeed beside the torch DataLoader (--wheel). candle links the CUDA
+# toolkit's cuBLAS and cuRAND, found where the toolkit or PyTorch's wheels
+# keep them.
+trainers() {
+  if [ -x "$bin/test-candle_cuda" ]; then
+    step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
+      "$bin/test-candle_cuda" --test-threads=1 --nocapture
+    step train-candle-cuda 180 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
+      "$bin/train_candle" data/sample --device cuda:0 --epochs 10
+  fi
+  if unpack_wheel; then
+    step python-torch-cuda 180 env PYTHONPATH="$py" python3 python/tests/test_torch_cuda.py
+    step torch-train-step 240 env PYTHONPATH="$py" python3 benches/peers/torch_train_step.py \
+      "$logs/train-data" --device cuda --epochs 2
   fi
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu \
   --format=csv >"$logs/nvidia-smi.txt" 2>&1 || true
 cat "$logs/nvidia-smi.txt"
+# Cores against hardware threads: the routes share them (issue 16).
+lscpu >"$logs/lscpu.txt" 2>&1 || true
+grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))" \
+  "$logs/lscpu.txt" || true
 echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
 
 for phase in "${phases[@]}"; do
@@ -177,6 +247,50 @@ for phase in "${phases[@]}"; do
       step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
       ;;
+    unrun)
+      # What docs/RELIABILITY.md lists as unrun at the last commit that
+      # touched GPU code (243e3c9, whose quick, tests, sanitize and most of
+      # bench ran on an H200 on 2026-11-26); for a lease when no GPU code
+      # changed since. Most telling first.
+      step doctor 30 "$bin/gpufeed" doctor --require-gpu
+      step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      trainers
+      grow_data
+      # Issue 16, item 3: both routes at once ran slower than either alone
+      # (share 0.5: 13,700-14,000 img/s; 0: 16,900-17,300; 1: 15,600-16,800),
+      # with the engine 96 % busy on half the images. A timeline of it, and
+      # whether fewer CPU workers give the engine its pace back (CPU
+      # contention: the engine lanes spend ~0.09 CPU-ms per image inside
+      # nvJPEG) or not (contention on the GPU or inside nvJPEG).
+      step bench-cuda-trace-mix 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
+        --batch 256 --dtype f16 --epochs 2 --hardware-share 0.5 --trace "$logs/trace-share-0.5.json"
+      step bench-cuda-workers 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --sweep workers=4,8,16 --sweep hardware-share=0.5,1 \
+        --out "$logs/workers"
+      # The same question without the CUDA route: the engine alone (share
+      # 1) beside 8 busy-looping processes, about the CPU the workers'
+      # Huffman took at share 0.5. Slower than share 1 above: the engine
+      # route starves for CPU; as fast: the routes meet inside nvJPEG or
+      # on the GPU.
+      step bench-cuda-engine-cpu-load 60 bash -c 'with_load "$@"' _ 8 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --json
+      # Issue 20: photos/full at the default, beside torchvision's pipeline.
+      if grow_full; then
+        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
+          --dtype f16 --epochs 3 --json
+        step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
+          --batch 256 --epochs 2 --threads "$(nproc)"
+      fi
+      # Passed at a2fd905; kernels unchanged since, not run at 243e3c9.
+      step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-racecheck-photo 240 compute-sanitizer --tool racecheck --error-exitcode 1 \
+          "$bin/test-device_stage" gpu_photometric_ops gpu_mixup_and_cutmix --test-threads=1
+      fi
+      step bench-cuda-engine-call 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep engine-call=0,16,32,64 --sweep hardware-share=0.5,1 \
+        --out "$logs/engine-call"
+      ;;
     tests)
       # What the box gives gpufeed, in one screen.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
@@ -202,16 +316,7 @@ for phase in "${phases[@]}"; do
       GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
       step memory 120 "$bin/test-memory" --nocapture
       step shutdown 240 "$bin/test-shutdown" --nocapture
-      # Issue 17 (gpu-bundle.sh --candle): candle CUDA tensors of CUDA
-      # batches, and the training example on the GPU. They link the CUDA
-      # toolkit's cuBLAS and cuRAND, found where the toolkit or PyTorch's
-      # wheels keep them.
-      if [ -x "$bin/test-candle_cuda" ]; then
-        step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
-          "$bin/test-candle_cuda" --test-threads=1 --nocapture
-        step train-candle-cuda 180 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
-          "$bin/train_candle" data/sample --device cuda:0 --epochs 10
-      fi
+      trainers
       ;;
     sanitize)
       if command -v compute-sanitizer >/dev/null; then
@@ -321,6 +426,7 @@ for phase in "${phases[@]}"; do
 done
 echo "logs: $logs"
 if [ -n "${LOGS_TAR:-}" ]; then
-  tar czf "$LOGS_TAR" --exclude bench-data -C "$(dirname "$logs")" "$(basename "$logs")"
+  tar czf "$LOGS_TAR" --exclude bench-data --exclude bench-data-full --exclude py \
+    --exclude train-data -C "$(dirname "$logs")" "$(basename "$logs")"
 fi
 exit $status

@@ -410,6 +410,7 @@ struct Tensor {
     dl: Mutex<Option<Dlpack>>,
     shape: Vec<i64>,
     device: (i32, i32),
+    data_ptr: usize,
 }
 
 impl Tensor {
@@ -419,6 +420,7 @@ impl Tensor {
         Tensor {
             shape: dl.shape().to_vec(),
             device,
+            data_ptr: t.data as usize + t.byte_offset as usize,
             dl: Mutex::new(Some(dl)),
         }
     }
@@ -510,6 +512,14 @@ impl Tensor {
     #[getter]
     fn shape(&self) -> Vec<i64> {
         self.shape.clone()
+    }
+
+    /// The address of the first element (a device address for CUDA
+    /// batches): what a consumer that takes the tensor without a copy sees
+    /// as its own (`torch.from_dlpack(t).data_ptr()`), which tests compare.
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.data_ptr
     }
 }
 

@@ -28,7 +28,9 @@ def test_batches_are_numpy_arrays_without_a_copy():
     n = 0
     for images, labels in p.epoch(0):
         assert images.__dlpack_device__() == (1, 0)
+        ptr = images.data_ptr
         x = np.from_dlpack(images)
+        assert x.ctypes.data == ptr, "NumPy copied the batch"
         y = np.from_dlpack(labels)
         assert x.shape == (4, 3, 32, 32) and x.dtype == np.float32
         assert y.dtype == np.uint32 and y.shape == (4,)
