@@ -42,9 +42,10 @@ pub enum Device {
 /// of the CPU time per image and leaves the SMs to training, which is
 /// what this crate is for; share 0 is the choice for a trainer with idle
 /// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s. With 3
-/// batches in flight on an H200 (2026-11-26, a2fd905; runs of a few
-/// seconds, noisy): share 1 9,400–14,200 img/s in four runs at 0.26–0.32
-/// CPU-s per 1000 images, share 0 12,200 at 1.10; mixes unmeasured there.
+/// batches in flight on an H200 (2026-11-26, 243e3c9; 7 and 3 runs):
+/// share 1 15,100–16,800 img/s at 0.20–0.25 CPU-s per 1000 images, share
+/// 0 14,700–16,900 at 0.79–1.01, share 0.5 slower than either
+/// (12,300–14,000).
 const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
 
 /// Configures and builds a [`Pipeline`].
@@ -418,10 +419,9 @@ impl PipelineBuilder {
     /// before. Each costs a decode arena of 4 × `staging_bytes` of device
     /// memory and an engine lane (a thread with its own nvJPEG state and
     /// stream). 1 decodes one batch at a time. Default 3: on an H200
-    /// (2026-11-26, share 1) it kept two engine calls running while the
-    /// third arena filled, and ran 9,400–14,200 img/s against 11,500 for
-    /// 1, within that run's noise (docs/BENCHMARKS.md); 2 and 4 are
-    /// unmeasured. Ignored by the CPU backend and by `gpu_decode(false)`.
+    /// (2026-11-26, 243e3c9, share 1) 1, 2, 3 and 4 ran 13,723, 14,726,
+    /// 15,457 and 15,583 img/s (docs/BENCHMARKS.md); past 3 the engine is
+    /// the limit. Ignored by the CPU backend and by `gpu_decode(false)`.
     pub fn batches_in_flight(mut self, n: usize) -> Self {
         self.in_flight = n;
         self
