@@ -160,12 +160,18 @@ unpack_wheel() {
   mkdir -p "$logs/train-data"
   ln -sfn "$(cd "$bench_data" && pwd)" "$logs/train-data/photos"
 }
-# with_load N COMMAND...: COMMAND beside N processes that keep a CPU busy.
+# with_load KIND N COMMAND...: COMMAND beside N processes that keep a CPU
+# busy: KIND cpu loops in registers; mem streams 64 MiB buffers through
+# memory (dd from /dev/zero), loading memory bandwidth as well.
 with_load() {
-  local n=$1 pids=() i rc
-  shift
+  local kind=$1 n=$2 pids=() i rc
+  shift 2
   for i in $(seq 1 "$n"); do
-    sh -c 'while :; do :; done' &
+    if [ "$kind" = mem ]; then
+      dd if=/dev/zero of=/dev/null bs=64M count=100000000 2>/dev/null &
+    else
+      sh -c 'while :; do :; done' &
+    fi
     pids+=($!)
   done
   "$@"
@@ -268,12 +274,16 @@ for phase in "${phases[@]}"; do
         --dtype f16 --epochs 2 --sweep workers=4,8,16 --sweep hardware-share=0.5,1 \
         --out "$logs/workers"
       # The same question without the CUDA route: the engine alone (share
-      # 1) beside 8 busy-looping processes, about the CPU the workers'
-      # Huffman took at share 0.5. Slower than share 1 above: the engine
-      # route starves for CPU; as fast: the routes meet inside nvJPEG or
-      # on the GPU.
-      step bench-cuda-engine-cpu-load 60 bash -c 'with_load "$@"' _ 8 "$bin/gpufeed" bench "$bench_data" \
-        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --json
+      # 1) beside 8 busy processes, about the CPU the workers' Huffman took
+      # at share 0.5; once looping in registers, once streaming memory.
+      # Slower than share 1 above: the engine route starves for CPU (or
+      # memory bandwidth); as fast: the routes meet inside nvJPEG or on
+      # the GPU.
+      for load in cpu mem; do
+        step "bench-cuda-engine-$load-load" 60 bash -c 'with_load "$@"' _ "$load" 8 \
+          "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+          --hardware-share 1 --json
+      done
       # Issue 20: photos/full at the default, beside torchvision's pipeline.
       if grow_full; then
         step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
