@@ -124,3 +124,46 @@ pub fn turbo_window(data: &[u8]) -> Result<Option<usize>, String> {
     }
     Ok(Some(checked))
 }
+
+/// The CPU route for a file whose bytes are a PNG or a WebP whatever its
+/// name (issue 19, item 4), as the workers take it: decoded to RGB within
+/// the pixel limit, or a typed error. Returns whether it decoded.
+pub fn image(data: &[u8]) -> bool {
+    if !crate::decode::is_png_or_webp(data) {
+        return false;
+    }
+    let mut img = Image::default();
+    if crate::decode::decode_png_or_webp(data, MAX_PIXELS, &mut img).is_err() {
+        return false;
+    }
+    assert!(img.width > 0 && img.height > 0, "decoded an empty image");
+    assert!(u64::from(img.width) * u64::from(img.height) <= MAX_PIXELS);
+    assert_eq!(img.data.len(), img.width as usize * img.height as usize * 3);
+    true
+}
+
+/// A WebDataset shard's listing (issue 18) from arbitrary bytes, as `gpufeed
+/// index` and the pipeline walk a local shard: the tar walk answers or
+/// fails, the index file's text gives back exactly what it found, and the
+/// members group into samples. Returns the members found, `None` where the
+/// walk failed.
+pub fn shard(data: &[u8]) -> Option<usize> {
+    use crate::source::index::{Index, Listing};
+    let mut archive = tar::Archive::new(std::io::Cursor::new(data));
+    let entries = crate::source::index::scan(archive.entries_with_seek().ok()?).ok()?;
+    let ix = Index {
+        shard_bytes: data.len() as u64,
+        entries,
+    };
+    let back = Index::parse(&ix.to_text()).expect("an index's own text parses");
+    assert_eq!(back, ix, "the index text gives back what the walk found");
+    let (mut samples, mut members, mut left_out) = Default::default();
+    Listing {
+        samples: &mut samples,
+        members: &mut members,
+        left_out: &mut left_out,
+    }
+    .add(&ix.entries, 0, std::path::Path::new("shard.tar"));
+    assert!(samples.len() <= ix.entries.len());
+    Some(ix.entries.len())
+}

@@ -1,10 +1,13 @@
-//! Seeded random mutation of real JPEGs through the fuzz harnesses (issue
-//! 7): the CI stand-in for `cargo fuzz`, which needs a nightly toolchain.
-//! Same targets (`gpufeed::fuzz`), fixed seed, a fixed number of inputs:
-//! every run tests the same inputs, and any panic names a file to replay.
+//! Seeded random mutation of real JPEGs, and of PNGs, WebPs and WebDataset
+//! shards, through the fuzz harnesses (issue 7; issues 18 and 19 added the
+//! formats): the CI stand-in for `cargo fuzz`, which needs a nightly
+//! toolchain. Same targets (`gpufeed::fuzz`), fixed seed, a fixed number
+//! of inputs: every run tests the same inputs, and any panic names a file
+//! to replay.
 //!
 //! `GPUFEED_MUTATIONS=N` changes the number of inputs per target (default
-//! 100 000 for the parsers, a tenth of that for decode).
+//! 100 000 for the parsers, a tenth of that for the decoders, a fifth for
+//! the shard listing).
 
 mod common;
 
@@ -119,10 +122,14 @@ fn count(default: usize) -> usize {
         .map_or(default, |n| if default < 100_000 { n / 10 } else { n })
 }
 
-/// Run `target` on `n` mutated inputs; a panic saves the input under
-/// target/mutation-crashes/ and fails with its path.
+/// Run `target` on `n` mutated inputs of the JPEG seeds.
 fn run(name: &str, n: usize, target: impl Fn(&[u8]) -> bool) {
-    let seeds = seeds();
+    run_on(name, n, seeds(), target);
+}
+
+/// Run `target` on `n` mutated inputs of `seeds`; a panic saves the input
+/// under target/mutation-crashes/ and fails with its path.
+fn run_on(name: &str, n: usize, seeds: Vec<Vec<u8>>, target: impl Fn(&[u8]) -> bool) {
     assert!(!seeds.is_empty());
     let mut rng = ChaCha8Rng::seed_from_u64(0x6770_6665_6564);
     let mut accepted = 0;
@@ -136,7 +143,7 @@ fn run(name: &str, n: usize, target: impl Fn(&[u8]) -> bool) {
             Err(p) => {
                 let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mutation-crashes");
                 std::fs::create_dir_all(&dir).unwrap();
-                let file = dir.join(format!("{name}-{i}.jpg"));
+                let file = dir.join(format!("{name}-{i}.bin"));
                 std::fs::write(&file, &input).unwrap();
                 let msg = p
                     .downcast_ref::<String>()
@@ -180,4 +187,127 @@ fn exif_reader_survives_mutations() {
 #[test]
 fn decode_route_survives_mutations() {
     run("decode", count(10_000), gpufeed::fuzz::decode);
+}
+
+/// PNGs of every color type and both common depths (tiny, so that a
+/// mutated one decodes fast); lossless WebPs (the encoder
+/// at hand writes no lossy ones); and the corpus's reference PNGs when
+/// present. (No interlaced seed: this png version writes none.)
+fn image_seeds() -> Vec<Vec<u8>> {
+    use png::{BitDepth, ColorType};
+    let mut out = Vec::new();
+    for (color, channels) in [
+        (ColorType::Grayscale, 1),
+        (ColorType::GrayscaleAlpha, 2),
+        (ColorType::Rgb, 3),
+        (ColorType::Rgba, 4),
+        (ColorType::Indexed, 1),
+    ] {
+        for depth in [BitDepth::Eight, BitDepth::Sixteen] {
+            if color == ColorType::Indexed && depth == BitDepth::Sixteen {
+                continue;
+            }
+            let (w, h) = (13u32, 7u32);
+            let bytes_per = channels * if depth == BitDepth::Sixteen { 2 } else { 1 };
+            let data: Vec<u8> = (0..w * h * bytes_per)
+                .map(|i| (i * 37 % 251) as u8)
+                .collect();
+            let mut buf = Vec::new();
+            let mut e = png::Encoder::new(&mut buf, w, h);
+            e.set_color(color);
+            e.set_depth(depth);
+            if color == ColorType::Indexed {
+                e.set_palette(
+                    (0..=255u8)
+                        .flat_map(|v| [v, 255 - v, v / 2])
+                        .collect::<Vec<_>>(),
+                );
+            }
+            e.write_header().unwrap().write_image_data(&data).unwrap();
+            out.push(buf);
+        }
+    }
+    for (w, h) in [(9u32, 5u32), (40, 3)] {
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 11 % 256) as u8).collect();
+        let mut buf = Vec::new();
+        image_webp::WebPEncoder::new(&mut buf)
+            .encode(&rgb, w, h, image_webp::ColorType::Rgb8)
+            .unwrap();
+        out.push(buf);
+    }
+    if let Ok(corpus) = common::corpus() {
+        let mut pngs: Vec<PathBuf> = walkdir(&corpus.join("tricky"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "png"))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= 64 << 10))
+            .collect();
+        pngs.sort();
+        out.extend(pngs.iter().take(20).filter_map(|p| std::fs::read(p).ok()));
+    }
+    out
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files
+}
+
+/// WebDataset shards as `gpufeed pack` and others write them: image and
+/// `cls` members, a member without a label, a bad label, two images under
+/// one key, a long (GNU) name, a directory entry.
+fn shard_seeds() -> Vec<Vec<u8>> {
+    let member = |b: &mut tar::Builder<Vec<u8>>, name: &str, body: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, body).unwrap();
+    };
+    let mut out = Vec::new();
+    for variant in 0..3 {
+        let mut b = tar::Builder::new(Vec::new());
+        member(&mut b, "000000000.jpg", &[0xFF, 0xD8, 0xFF, 0xD9]);
+        member(&mut b, "000000000.cls", b"7");
+        member(&mut b, "000000001.png", b"\x89PNG\r\n\x1a\n");
+        if variant > 0 {
+            member(&mut b, "000000002.jpg", b"x");
+            member(&mut b, "000000002.cls", b"not a number");
+            member(&mut b, "000000003.jpg", b"y");
+            member(&mut b, "000000003.webp", b"RIFF");
+        }
+        if variant > 1 {
+            let long = format!("{}/000000004.jpg", "d".repeat(150));
+            member(&mut b, &long, b"z");
+            let mut d = tar::Header::new_gnu();
+            d.set_entry_type(tar::EntryType::Directory);
+            d.set_size(0);
+            d.set_cksum();
+            b.append_data(&mut d, "dir/", std::io::empty()).unwrap();
+        }
+        out.push(b.into_inner().unwrap());
+    }
+    out
+}
+
+#[test]
+fn png_and_webp_route_survives_mutations() {
+    run_on("image", count(10_000), image_seeds(), gpufeed::fuzz::image);
+}
+
+#[test]
+fn shard_listing_survives_mutations() {
+    run_on("shard", count(100_000) / 5, shard_seeds(), |b| {
+        gpufeed::fuzz::shard(b).is_some()
+    });
 }

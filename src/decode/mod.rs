@@ -35,21 +35,33 @@ pub fn is_png_or_webp(bytes: &[u8]) -> bool {
 /// lossless; the first frame of an animation) to RGB, alpha dropped, as
 /// the pipeline does for files whose bytes are one whatever their name;
 /// images over `max_pixels` are refused from the header. Anything else is
-/// an [`Unsupported`](crate::error::SampleError::Unsupported) error.
+/// an [`Unsupported`](crate::error::SampleError::Unsupported) error, and a
+/// panic in the decoder crate a [`Panic`](crate::error::SampleError::Panic)
+/// error: the `png` crate (0.18.1) panicked on a palette whose length is
+/// not a multiple of 3 (found by `cargo fuzz run image`, 2026-11-26), and
+/// `gpufeed scan` and `pack` call this outside the pipeline's workers,
+/// which contain panics themselves.
 pub fn decode_png_or_webp(
     bytes: &[u8],
     max_pixels: u64,
     out: &mut Image,
 ) -> Result<(), crate::error::SampleError> {
-    if png::is_png(bytes) {
-        png::decode(bytes, max_pixels, out)
+    use crate::error::SampleError;
+    let name = if png::is_png(bytes) {
+        "PNG"
     } else if webp::is_webp(bytes) {
-        webp::decode(bytes, max_pixels, out)
+        "WebP"
     } else {
-        Err(crate::error::SampleError::Unsupported(
-            "neither a PNG nor a WebP".into(),
-        ))
-    }
+        return Err(SampleError::Unsupported("neither a PNG nor a WebP".into()));
+    };
+    crate::contain::contained(|| {
+        if name == "PNG" {
+            png::decode(bytes, max_pixels, out)
+        } else {
+            webp::decode(bytes, max_pixels, out)
+        }
+    })
+    .unwrap_or_else(|m| Err(SampleError::Panic(format!("{name} decoder: {m}"))))
 }
 
 /// Refuse an image of `width × height` from its header: empty, or over

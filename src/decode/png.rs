@@ -84,6 +84,20 @@ mod tests {
         out
     }
 
+    /// A palette whose length is not a multiple of 3 (5 bytes): the `png`
+    /// crate 0.18.1 panics expanding it, which must cost the file, not the
+    /// caller (`decode_png_or_webp` contains it).
+    #[test]
+    fn a_palette_not_in_threes_is_an_error_not_a_panic() {
+        let bytes = include_bytes!("../../tests/data/made/palette-of-5-bytes.png");
+        let mut img = Image::default();
+        let e = crate::decode::decode_png_or_webp(bytes, 1 << 20, &mut img).unwrap_err();
+        assert!(
+            matches!(e, SampleError::Panic(_) | SampleError::Corrupt(_)),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn every_color_type_becomes_rgb() {
         let mut img = Image::default();

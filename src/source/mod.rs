@@ -8,7 +8,7 @@
 
 mod filelist;
 mod folder;
-mod index;
+pub(crate) mod index;
 #[cfg(feature = "object-store")]
 mod remote;
 mod webdataset;
