@@ -291,7 +291,7 @@ for phase in "${phases[@]}"; do
         step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
           --batch 256 --epochs 2 --threads "$(nproc)"
       fi
-      # Passed at a2fd905; kernels unchanged since, not run at 243e3c9.
+      # At 243e3c9 these ran under compute-sanitizer only (passed).
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       if command -v compute-sanitizer >/dev/null; then
         step sanitizer-racecheck-photo 240 compute-sanitizer --tool racecheck --error-exitcode 1 \
