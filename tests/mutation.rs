@@ -17,35 +17,38 @@ use std::path::{Path, PathBuf};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
+/// Files of at most 64 KiB under `dir`, at any depth.
+fn small_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if e.metadata().is_ok_and(|m| m.len() <= 64 << 10) {
+                files.push(p);
+            }
+        }
+    }
+    files
+}
+
 /// Seed inputs: small files of the shared corpus's fuzz and tricky folders
 /// when present, and the repository's own fixtures always.
 fn seeds() -> Vec<Vec<u8>> {
     let mut files = Vec::new();
-    let walk = |dir: &Path, files: &mut Vec<PathBuf>| {
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if e.metadata().is_ok_and(|m| m.len() <= 64 << 10) {
-                    files.push(p);
-                }
-            }
-        }
-    };
     // Without the corpus the committed fixtures alone are the seeds.
     if let Ok(corpus) = common::corpus() {
-        walk(&corpus.join("fuzz"), &mut files);
-        walk(&corpus.join("tricky"), &mut files);
+        files.extend(small_files(&corpus.join("fuzz")));
+        files.extend(small_files(&corpus.join("tricky")));
     }
-    walk(
+    files.extend(small_files(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
-        &mut files,
-    );
+    ));
     files.sort();
     // A spread of at most 400 seeds keeps the run short and deterministic.
     let step = files.len().div_ceil(400).max(1);
@@ -236,31 +239,14 @@ fn image_seeds() -> Vec<Vec<u8>> {
         out.push(buf);
     }
     if let Ok(corpus) = common::corpus() {
-        let mut pngs: Vec<PathBuf> = walkdir(&corpus.join("tricky"))
+        let mut pngs: Vec<PathBuf> = small_files(&corpus.join("tricky"))
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "png"))
-            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= 64 << 10))
             .collect();
         pngs.sort();
         out.extend(pngs.iter().take(20).filter_map(|p| std::fs::read(p).ok()));
     }
     out
-}
-
-fn walkdir(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files
 }
 
 /// WebDataset shards as `gpufeed pack` and others write them: image and

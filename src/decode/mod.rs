@@ -47,21 +47,16 @@ pub fn decode_png_or_webp(
     out: &mut Image,
 ) -> Result<(), crate::error::SampleError> {
     use crate::error::SampleError;
-    let name = if png::is_png(bytes) {
-        "PNG"
+    type Decode = fn(&[u8], u64, &mut Image) -> Result<(), SampleError>;
+    let (name, decode): (&str, Decode) = if png::is_png(bytes) {
+        ("PNG", png::decode)
     } else if webp::is_webp(bytes) {
-        "WebP"
+        ("WebP", webp::decode)
     } else {
         return Err(SampleError::Unsupported("neither a PNG nor a WebP".into()));
     };
-    crate::contain::contained(|| {
-        if name == "PNG" {
-            png::decode(bytes, max_pixels, out)
-        } else {
-            webp::decode(bytes, max_pixels, out)
-        }
-    })
-    .unwrap_or_else(|m| Err(SampleError::Panic(format!("{name} decoder: {m}"))))
+    crate::contain::contained(|| decode(bytes, max_pixels, out))
+        .unwrap_or_else(|m| Err(SampleError::Panic(format!("{name} decoder: {m}"))))
 }
 
 /// Refuse an image of `width × height` from its header: empty, or over
