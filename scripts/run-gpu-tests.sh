@@ -212,10 +212,9 @@ echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
 for phase in "${phases[@]}"; do
   case $phase in
     quick)
-      # Most telling first; GPU_DEADLINE cuts the tail. Nothing here has
-      # run on a GPU since 2026-11-22 (docs/RELIABILITY.md, "GPU checks
-      # still unrun"): the device stage against the CPU backend first, then
-      # issue 16's numbers with torchvision's pipeline on the same files.
+      # Most telling first; GPU_DEADLINE cuts the tail: the device stage
+      # against the CPU backend first, then issue 16's numbers with
+      # torchvision's pipeline on the same files.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       grow_data
@@ -240,6 +239,14 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,auto,1 \
         --sweep in-flight=3,4 --out "$logs/shares"
+      # The same without growing the pool's buffers ahead (fit.rs): on
+      # 2026-11-26 each pooled decoder grew its buffers, a synchronizing
+      # free and allocation each, whenever it met a larger image, for
+      # epochs. The `allocs` column counts them in the steady epochs;
+      # whether they are what slowed the mix shows against the sweep above.
+      GPUFEED_NVJPEG_FIT=0 step bench-cuda-shares-nofit 120 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
+        --out "$logs/shares-nofit"
       # The ceiling: nvJPEG alone, the engine's cores reported.
       GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 10 --hardware-share 0,auto,1
@@ -254,10 +261,10 @@ for phase in "${phases[@]}"; do
         --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
       ;;
     unrun)
-      # What docs/RELIABILITY.md lists as unrun at the last commit that
-      # touched GPU code (243e3c9, whose quick, tests, sanitize and most of
-      # bench ran on an H200 on 2026-11-26); for a lease when no GPU code
-      # changed since. Most telling first.
+      # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,
+      # tests, sanitize and most of bench ran on an H200 on 2026-11-26);
+      # GPU code changed since (the pool's buffers grown ahead), so run
+      # `quick` before it. Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers

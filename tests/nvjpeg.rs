@@ -10,6 +10,7 @@ use gpufeed::decode::nvjpeg;
 
 common::tests!(
     reports_its_version,
+    has_every_entry_point_of_the_decoupled_api,
     handle_without_a_gpu_is_a_typed_error,
     routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu,
 );
@@ -29,6 +30,17 @@ fn reports_its_version() -> Outcome {
     let (major, minor, patch) = nvjpeg::version().unwrap();
     println!("nvJPEG {major}.{minor}.{patch}");
     assert!(major >= 12, "nvJPEG {major}.{minor}.{patch}");
+    Ok(())
+}
+
+/// Every entry point the CUDA route's decoupled decoders call resolves in
+/// the nvJPEG this machine loads (CI: the `nvidia-nvjpeg` wheel); no GPU
+/// needed.
+fn has_every_entry_point_of_the_decoupled_api() -> Outcome {
+    need_nvjpeg()?;
+    let lib = nvjpeg::library().unwrap();
+    let missing = lib.missing_decoupled_api();
+    assert!(missing.is_empty(), "{}: missing {missing:?}", lib.name);
     Ok(())
 }
 

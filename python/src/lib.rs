@@ -282,7 +282,8 @@ impl Pipeline {
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
     /// bytes_read, errors by kind, seconds spent per stage and with a
-    /// hardware engine call in flight (`engine_busy_s`), and `memory`:
+    /// hardware engine call in flight (`engine_busy_s`), buffers nvJPEG
+    /// took from the CUDA driver (`decoder_allocations`), and `memory`:
     /// pinned and device pools, slots, what nvJPEG holds, and the host
     /// buffers: read buffers and CPU workers' scratch).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -298,6 +299,7 @@ impl Pipeline {
             errors.set_item(k.name(), s.errors_of(k))?;
         }
         d.set_item("errors", errors)?;
+        d.set_item("decoder_allocations", s.decoder_allocations)?;
         for (name, t) in [
             ("read_s", s.read),
             ("parse_s", s.parse),

@@ -42,6 +42,7 @@ impl Counters {
         let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Relaxed));
         Stats {
             engine_busy: stage.map(|s| s.engine_busy()).unwrap_or_default(),
+            decoder_allocations: stage.map_or(0, |s| s.decoder_allocations()),
             samples: self.samples.load(Relaxed),
             batches: self.batches.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
@@ -126,6 +127,13 @@ pub struct Stats {
     /// engine route was (`gpufeed bench` names it as the limit when it is
     /// the busiest stage; issue 16).
     pub engine_busy: Duration,
+    /// Buffers nvJPEG's decoders took from the CUDA driver (on the
+    /// emulated device, buffers its engine lanes grew). Each allocation,
+    /// and the free of the buffer it replaces, is a synchronizing driver
+    /// call that waits for the device: a count still rising after the
+    /// first epoch means decoders still meeting larger images than before
+    /// (issue 16). 0 on the CPU backend.
+    pub decoder_allocations: u64,
 }
 
 impl Stats {

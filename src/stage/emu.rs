@@ -99,8 +99,12 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
             let want = largest.fetch_max(bytes, Relaxed).max(bytes);
             let before = img.data.capacity();
             img.data.reserve(want.saturating_sub(img.data.len()));
-            // The ledger has no limit: the charge always goes through.
-            let _ = ledger.charge(Kind::Pinned, (img.data.capacity() - before) as u64);
+            let grew = img.data.capacity() - before;
+            if grew > 0 {
+                // The ledger has no limit: the charge always goes through.
+                let _ = ledger.charge(Kind::Pinned, grew as u64);
+                ledger.note_allocation();
+            }
             super::handoff::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
             let whole = crate::decode::nvjpeg::Roi {
                 x: 0,

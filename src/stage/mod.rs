@@ -465,6 +465,12 @@ impl DeviceStage {
     }
 
     /// Wall time with an engine call in flight (`Stats::engine_busy`).
+    /// Buffers nvJPEG took from the driver, over every decoder's ledger
+    /// (`Stats::decoder_allocations`).
+    pub(crate) fn decoder_allocations(&self) -> u64 {
+        self.decoders.iter().map(|l| l.allocations()).sum()
+    }
+
     pub(crate) fn engine_busy(&self) -> std::time::Duration {
         self.share.engine_busy().total()
     }

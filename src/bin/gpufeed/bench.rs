@@ -287,6 +287,8 @@ struct Run {
     cpu_ms_by_kind: Vec<(&'static str, f64)>,
     peak_rss_mib: f64,
     memory: gpufeed::pipeline::Memory,
+    /// Buffers nvJPEG took from the driver during the steady epochs.
+    steady_allocations: u64,
     queue_depth_batches: f64,
     wait_fraction: f64,
     limit: String,
@@ -523,6 +525,7 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
             .collect(),
         peak_rss_mib: status_kib("VmHWM") as f64 / 1024.0,
         memory: pipeline.memory(),
+        steady_allocations: stats.decoder_allocations - steady_start.decoder_allocations,
         queue_depth_batches: depth / args.batch as f64,
         wait_fraction: wait / secs,
         limit: format!("{name}: {:.0} % busy", busy * 100.0),
@@ -602,12 +605,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             BUILD
         );
         println!(
-            "  {:<34} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>6} {:>5}  limit",
-            "config", "img/s", "MB/s", "CPU-s/1k", "RSS MiB", "pin MiB", "dev MiB", "queue", "wait"
+            "  {:<34} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>6} {:>5}  limit",
+            "config",
+            "img/s",
+            "MB/s",
+            "CPU-s/1k",
+            "RSS MiB",
+            "pin MiB",
+            "dev MiB",
+            "allocs",
+            "queue",
+            "wait"
         );
         for (i, r) in rows.iter().enumerate() {
             println!(
-                "{} {:<34} {:>9.1} {:>7.1} {:>9.2} {:>8.0} {:>8.0} {:>8.0} {:>6.2} {:>4.0}%  {}",
+                "{} {:<34} {:>9.1} {:>7.1} {:>9.2} {:>8.0} {:>8.0} {:>8.0} {:>7} {:>6.2} {:>4.0}%  {}",
                 if i == best { "*" } else { " " },
                 r.label,
                 r.img_per_s,
@@ -616,14 +628,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 r.peak_rss_mib,
                 r.memory.pinned_bytes as f64 / (1 << 20) as f64,
                 r.memory.device_bytes as f64 / (1 << 20) as f64,
+                r.steady_allocations,
                 r.queue_depth_batches,
                 r.wait_fraction * 100.0,
                 r.limit
             );
         }
         println!(
-            "\n  * best. queue: batches' worth of finished samples waiting when the consumer \
-             asked; wait: share of time the consumer waited for data; limit: the busiest stage."
+            "\n  * best. allocs: buffers nvJPEG took from the driver in the steady epochs (each \
+             one stalls the device); queue: batches' worth of finished samples waiting when \
+             the consumer asked; wait: share of time the consumer waited for data; limit: the \
+             busiest stage."
         );
     }
     if let Some(prefix) = &args.out {

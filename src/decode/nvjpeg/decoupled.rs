@@ -35,8 +35,9 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::Roi;
 use super::batched::{DecodeParams, Dest, JpegState, JpegStream};
+use super::fit::Fit;
 use super::pool::{self, Pool};
-use super::{Handle, Ledger, Meter, sys};
+use super::{Handle, Kind, Ledger, Meter, sys};
 use crate::error::{Error, Result};
 
 /// Pixels from which an image's Huffman decoding goes to the GPU, where
@@ -122,6 +123,29 @@ impl PinnedBuffer {
     }
 }
 
+impl PinnedBuffer {
+    /// Bytes the buffer holds now (`nvjpegBufferPinnedRetrieve`).
+    fn size(&self) -> Result<usize> {
+        let (mut size, mut ptr) = (0usize, std::ptr::null_mut());
+        let (s, p): (*mut usize, *mut *mut std::ffi::c_void) = (&mut size, &mut ptr);
+        // The buffer is live (owned by self); both out-pointers are live.
+        call!(&self.handle.lib, nvjpegBufferPinnedRetrieve(self.raw, s, p))?;
+        Ok(size)
+    }
+
+    /// Grow the buffer to `size` bytes. Its contents are lost: the caller
+    /// has waited for the last copy that read it.
+    fn resize(&self, size: usize) -> Result<()> {
+        // The buffer is live; no copy reads it (the caller waited). The
+        // null stream: the old memory is freed by the handle's allocator,
+        // whose free waits for the device (meter.rs, or cudaFreeHost).
+        call!(
+            &self.handle.lib,
+            nvjpegBufferPinnedResize(self.raw, size, std::ptr::null_mut())
+        )
+    }
+}
+
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
         // The owner synchronizes the buffer's last copy before dropping it
@@ -161,6 +185,30 @@ impl DeviceBuffer {
             raw,
             handle: handle.clone(),
         })
+    }
+}
+
+impl DeviceBuffer {
+    /// Bytes the buffer holds now (`nvjpegBufferDeviceRetrieve`).
+    fn size(&self) -> Result<usize> {
+        let (mut size, mut ptr) = (0usize, std::ptr::null_mut());
+        let (s, p): (*mut usize, *mut *mut std::ffi::c_void) = (&mut size, &mut ptr);
+        // The buffer is live (owned by self); both out-pointers are live.
+        call!(&self.handle.lib, nvjpegBufferDeviceRetrieve(self.raw, s, p))?;
+        Ok(size)
+    }
+
+    /// Grow the buffer to `size` bytes. The device phase before may still
+    /// read the old memory: it is freed by the handle's allocator, whose
+    /// free waits for the device (`cuMemFree` in meter.rs, or nvJPEG's
+    /// `cudaFree`), so nothing reads memory given back.
+    fn resize(&self, size: usize) -> Result<()> {
+        // The buffer is live and not in a call on another thread (owned
+        // by self); the old memory's free waits for its last reader.
+        call!(
+            &self.handle.lib,
+            nvjpegBufferDeviceResize(self.raw, size, std::ptr::null_mut())
+        )
     }
 }
 
@@ -207,6 +255,9 @@ pub(crate) struct DecoupledDecoder {
     device: DeviceBuffer,
     stream: JpegStream,
     params: DecodeParams,
+    /// The pool's largest buffers, which this decoder's are grown to
+    /// before a host phase (`fit.rs`); `None` outside a pool.
+    fit: Option<Arc<Fit>>,
     handle: Arc<Handle>,
     ctx: Arc<CudaContext>,
 }
@@ -282,9 +333,49 @@ impl DecoupledDecoder {
             device: DeviceBuffer::new(&handle)?,
             stream: JpegStream::new(&handle)?,
             params,
+            fit: None,
             handle,
             ctx: ctx.clone(),
         })
+    }
+
+    /// This decoder, its buffers grown to `fit`'s before each host phase
+    /// and their sizes told to it after each phase.
+    pub(crate) fn with_fit(mut self, fit: Arc<Fit>) -> DecoupledDecoder {
+        self.fit = Some(fit);
+        self
+    }
+
+    /// Grow pinned buffer `k` and the device buffer to the pool's largest
+    /// (`fit.rs`). Pinned buffer `k`'s last copy has run (the caller
+    /// waited). A failed resize is left to the host phase, which grows
+    /// what the image needs or fails with a typed error: growing ahead is
+    /// an optimisation, never a condition of decoding.
+    fn fit_buffers(&self, k: usize) {
+        let Some(fit) = &self.fit else { return };
+        if let Ok(have) = self.pinned[k].size()
+            && let Some(want) = fit.grow(Kind::Pinned, have)
+        {
+            let _ = self.pinned[k].resize(want);
+        }
+        if let Ok(have) = self.device.size()
+            && let Some(want) = fit.grow(Kind::Device, have)
+        {
+            let _ = self.device.resize(want);
+        }
+    }
+
+    /// Tell the pool's fit the sizes of pinned buffer `k` (if given) and
+    /// the device buffer, which nvJPEG may have grown for the image just
+    /// decoded.
+    fn note_sizes(&self, k: Option<usize>) {
+        let Some(fit) = &self.fit else { return };
+        if let Some(Ok(n)) = k.map(|k| self.pinned[k].size()) {
+            fit.saw(Kind::Pinned, n);
+        }
+        if let Ok(n) = self.device.size() {
+            fit.saw(Kind::Device, n);
+        }
     }
 
     /// Decode `data` (its window `roi`, or all of it) into `dest`:
@@ -358,6 +449,7 @@ impl DecoupledDecoder {
                 .synchronize()
                 .map_err(Error::cuda("wait for pinned buffer"))?;
         }
+        self.fit_buffers(k);
         // State and buffers belong to this handle and are owned by self;
         // attaching replaces what the state used before.
         call!(
@@ -371,6 +463,7 @@ impl DecoupledDecoder {
         // All objects are live and belong together; the host phase works
         // on this thread only.
         call!(&h.lib, nvjpegDecodeJpegHost(h.raw, dec, state, params, js))?;
+        self.note_sizes(Some(k));
         self.staged = Some(gpu);
         Ok(())
     }
@@ -427,7 +520,9 @@ impl DecoupledDecoder {
         call!(
             &h.lib,
             nvjpegDecodeJpegDevice(h.raw, dec, state, &mut out, cu)
-        )
+        )?;
+        self.note_sizes(None);
+        Ok(())
     }
 }
 
@@ -476,7 +571,11 @@ const TRIM_AT: (u64, u64) = (3, 4);
 /// freed. Each decoder's buffers (pinned and device) grow to the largest
 /// image it decoded: unbounded, the route's memory is about the window
 /// times that size (on photos/imagenet-size, batch 256, prefetch 2, ~0.8
-/// GiB more peak RSS than the engine's route, H100, 2026-11-22).
+/// GiB more peak RSS than the engine's route, H100, 2026-11-22). They are
+/// grown ahead to the largest any decoder of the pool holds while the pool
+/// holds at most half the trim mark (`fit.rs`), so that they stop growing
+/// after the first epoch; `GPUFEED_NVJPEG_FIT=0` leaves each to grow as
+/// its images need (a diagnostic, to measure the difference on a GPU).
 pub(crate) fn decoder_pool(
     ctx: &Arc<CudaContext>,
     cap: usize,
@@ -490,78 +589,18 @@ pub(crate) fn decoder_pool(
     let ctx = ctx.clone();
     let full = ledger.clone();
     let trim_at = ledger.limit() / TRIM_AT.1 * TRIM_AT.0;
+    let fit = (std::env::var("GPUFEED_NVJPEG_FIT").as_deref() != Ok("0"))
+        .then(|| Fit::new(ledger, trim_at / 2));
     Pool::new(
         cap,
-        move || DecoupledDecoder::on_handle(&ctx, 1, &handle),
+        move || {
+            let d = DecoupledDecoder::on_handle(&ctx, 1, &handle)?;
+            Ok(match &fit {
+                Some(f) => d.with_fit(f.clone()),
+                None => d,
+            })
+        },
         move || full.total() <= trim_at,
         TAKE_TIMEOUT,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    /// Every entry point the decoupled path calls resolves in the nvJPEG
-    /// this machine loads (CI: the `nvidia-nvjpeg` wheel); no GPU needed.
-    #[test]
-    fn the_library_has_the_decoupled_api() {
-        let lib = match super::super::library() {
-            Ok(lib) => lib,
-            Err(e) if std::env::var("GPUFEED_REQUIRE_NVJPEG").as_deref() == Ok("1") => {
-                panic!("GPUFEED_REQUIRE_NVJPEG=1 but {e}")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED (the_library_has_the_decoupled_api: {e})");
-                return;
-            }
-        };
-        let l = &lib.lib;
-        let present = [
-            ("nvjpegDecoderCreate", l.nvjpegDecoderCreate.is_ok()),
-            (
-                "nvjpegDecoderStateCreate",
-                l.nvjpegDecoderStateCreate.is_ok(),
-            ),
-            (
-                "nvjpegDecoderJpegSupported",
-                l.nvjpegDecoderJpegSupported.is_ok(),
-            ),
-            (
-                "nvjpegBufferPinnedCreate",
-                l.nvjpegBufferPinnedCreate.is_ok(),
-            ),
-            (
-                "nvjpegBufferDeviceCreate",
-                l.nvjpegBufferDeviceCreate.is_ok(),
-            ),
-            (
-                "nvjpegStateAttachPinnedBuffer",
-                l.nvjpegStateAttachPinnedBuffer.is_ok(),
-            ),
-            (
-                "nvjpegStateAttachDeviceBuffer",
-                l.nvjpegStateAttachDeviceBuffer.is_ok(),
-            ),
-            ("nvjpegJpegStreamParse", l.nvjpegJpegStreamParse.is_ok()),
-            (
-                "nvjpegDecodeParamsSetOutputFormat",
-                l.nvjpegDecodeParamsSetOutputFormat.is_ok(),
-            ),
-            (
-                "nvjpegDecodeParamsSetROI",
-                l.nvjpegDecodeParamsSetROI.is_ok(),
-            ),
-            ("nvjpegDecodeJpegHost", l.nvjpegDecodeJpegHost.is_ok()),
-            (
-                "nvjpegDecodeJpegTransferToDevice",
-                l.nvjpegDecodeJpegTransferToDevice.is_ok(),
-            ),
-            ("nvjpegDecodeJpegDevice", l.nvjpegDecodeJpegDevice.is_ok()),
-        ];
-        let missing: Vec<_> = present
-            .iter()
-            .filter(|(_, ok)| !ok)
-            .map(|(n, _)| n)
-            .collect();
-        assert!(missing.is_empty(), "{}: missing {missing:?}", lib.name);
-    }
 }

@@ -42,6 +42,8 @@ pub(crate) struct Ledger {
     device: AtomicU64,
     total: AtomicU64,
     peak: AtomicU64,
+    /// Buffers taken from the driver (`Stats::decoder_allocations`).
+    allocations: AtomicU64,
     limit: u64,
 }
 
@@ -53,6 +55,7 @@ impl Ledger {
             device: AtomicU64::new(0),
             total: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            allocations: AtomicU64::new(0),
             limit,
         }
     }
@@ -113,6 +116,19 @@ impl Ledger {
     /// The limit on the sum.
     pub(crate) fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// Count one buffer taken from the driver (or, on the emulated device,
+    /// one buffer grown).
+    pub(crate) fn note_allocation(&self) {
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Buffers taken from the driver so far. Each one, and its free
+    /// (`cuMemFree`, `cuMemFreeHost`), waits for the whole device's work:
+    /// a count still rising after the first epoch stalls every stream.
+    pub(crate) fn allocations(&self) -> u64 {
+        self.allocations.load(Ordering::Relaxed)
     }
 }
 
@@ -212,6 +228,7 @@ impl Meter {
         match ptr {
             Some(p) if p != 0 => {
                 self.book().open(p, kind, n as u64);
+                self.ledger.note_allocation();
                 Some(p)
             }
             _ => {

@@ -34,6 +34,7 @@ macro_rules! call {
 
 mod batched;
 mod decoupled;
+mod fit;
 mod host;
 mod meter;
 mod pool;
@@ -114,6 +115,87 @@ pub struct Library {
     lib: sys::NvjpegLib,
     /// The file name that loaded.
     pub name: &'static str,
+}
+
+impl Library {
+    /// The entry points the CUDA route's decoupled decoders call that this
+    /// library lacks (none in nvJPEG 12 and 13): a decoder made without
+    /// them fails with a typed error naming the symbol, and the route is
+    /// not used.
+    pub fn missing_decoupled_api(&self) -> Vec<&'static str> {
+        let l = &self.lib;
+        let present = [
+            ("nvjpegDecoderCreate", l.nvjpegDecoderCreate.is_ok()),
+            (
+                "nvjpegDecoderStateCreate",
+                l.nvjpegDecoderStateCreate.is_ok(),
+            ),
+            (
+                "nvjpegDecoderJpegSupported",
+                l.nvjpegDecoderJpegSupported.is_ok(),
+            ),
+            (
+                "nvjpegBufferPinnedCreate",
+                l.nvjpegBufferPinnedCreate.is_ok(),
+            ),
+            (
+                "nvjpegBufferDeviceCreate",
+                l.nvjpegBufferDeviceCreate.is_ok(),
+            ),
+            (
+                "nvjpegBufferPinnedCreateV2",
+                l.nvjpegBufferPinnedCreateV2.is_ok(),
+            ),
+            (
+                "nvjpegBufferDeviceCreateV2",
+                l.nvjpegBufferDeviceCreateV2.is_ok(),
+            ),
+            (
+                "nvjpegBufferPinnedRetrieve",
+                l.nvjpegBufferPinnedRetrieve.is_ok(),
+            ),
+            (
+                "nvjpegBufferDeviceRetrieve",
+                l.nvjpegBufferDeviceRetrieve.is_ok(),
+            ),
+            (
+                "nvjpegBufferPinnedResize",
+                l.nvjpegBufferPinnedResize.is_ok(),
+            ),
+            (
+                "nvjpegBufferDeviceResize",
+                l.nvjpegBufferDeviceResize.is_ok(),
+            ),
+            (
+                "nvjpegStateAttachPinnedBuffer",
+                l.nvjpegStateAttachPinnedBuffer.is_ok(),
+            ),
+            (
+                "nvjpegStateAttachDeviceBuffer",
+                l.nvjpegStateAttachDeviceBuffer.is_ok(),
+            ),
+            ("nvjpegJpegStreamParse", l.nvjpegJpegStreamParse.is_ok()),
+            (
+                "nvjpegDecodeParamsSetOutputFormat",
+                l.nvjpegDecodeParamsSetOutputFormat.is_ok(),
+            ),
+            (
+                "nvjpegDecodeParamsSetROI",
+                l.nvjpegDecodeParamsSetROI.is_ok(),
+            ),
+            ("nvjpegDecodeJpegHost", l.nvjpegDecodeJpegHost.is_ok()),
+            (
+                "nvjpegDecodeJpegTransferToDevice",
+                l.nvjpegDecodeJpegTransferToDevice.is_ok(),
+            ),
+            ("nvjpegDecodeJpegDevice", l.nvjpegDecodeJpegDevice.is_ok()),
+        ];
+        present
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for Library {

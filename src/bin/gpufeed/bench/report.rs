@@ -34,6 +34,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "pinned_mib": r.memory.pinned_bytes as f64 / (1 << 20) as f64,
         "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
         "decoder_peak_mib": r.memory.decoder_peak_bytes as f64 / (1 << 20) as f64,
+        "decoder_allocations_steady": r.steady_allocations,
         "read_buffer_mib": r.memory.read_buffer_bytes as f64 / (1 << 20) as f64,
         "worker_scratch_mib": r.memory.worker_scratch_bytes as f64 / (1 << 20) as f64,
         "queue_depth_batches": r.queue_depth_batches,
@@ -159,6 +160,8 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
         // Over the whole run, warm-up included.
         out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
+        out["decoder_allocations"] = json!(stats.decoder_allocations);
+        out["decoder_allocations_steady"] = json!(r.steady_allocations);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -289,10 +292,13 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         }
         if memory.decoder_peak_bytes > 0 {
             println!(
-                "  decoders (nvJPEG): {} MiB pinned + {} MiB device at the end, peak {} MiB",
+                "  decoders (nvJPEG): {} MiB pinned + {} MiB device at the end, peak {} MiB; \
+                 {} buffers allocated, {} of them in the steady epochs",
                 memory.decoder_pinned_bytes >> 20,
                 memory.decoder_device_bytes >> 20,
-                memory.decoder_peak_bytes >> 20
+                memory.decoder_peak_bytes >> 20,
+                stats.decoder_allocations,
+                r.steady_allocations
             );
         }
     }
