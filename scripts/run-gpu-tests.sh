@@ -326,7 +326,9 @@ for phase in "${phases[@]}"; do
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
       # Issue 16, item 3c: is GPU Huffman safe at every size? The fuzz
       # corpus through the decoupled route with it on for all images.
-      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 GPUFEED_REQUIRE_NVJPEG=1 \
+      # Each file is named before it decodes: on 2026-11-26 this timed out
+      # (120 s) on an H200, on a file the log did not name.
+      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_TEST_NAME_FILES=1 \
         step nvjpeg-fuzz-gpu-huffman 120 "$bin/test-nvjpeg_decode" fuzz --nocapture
       step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
       # Again with every nvJPEG image on CUDA: the workers' host phases.

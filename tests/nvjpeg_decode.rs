@@ -405,6 +405,10 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
             Err(e) => panic!("{route:?} nvJPEG decoder: {e}"),
         };
         let (mut tried, mut decoded, mut large) = (0, 0, 0);
+        // Each file named before it decodes, on stderr (unbuffered): a run
+        // that hangs names its file last (GPU Huffman timed out on some
+        // fuzzed file on an H200, 2026-11-26; which is not yet known).
+        let name_each = std::env::var("GPUFEED_TEST_NAME_FILES").as_deref() == Ok("1");
         for f in &fuzz {
             let bytes = std::fs::read(f).unwrap();
             let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
@@ -414,6 +418,9 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
                 continue;
             }
             tried += 1;
+            if name_each {
+                eprintln!("{route:?} {} ({} px)", f.display(), h.pixels());
+            }
             large += usize::from(h.pixels() >= 1_000_000);
             decoded += usize::from(dec.decode(&bytes).is_ok());
         }
