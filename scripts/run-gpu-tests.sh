@@ -239,14 +239,24 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,auto,1 \
         --sweep in-flight=3,4 --out "$logs/shares"
-      # The same without growing the pool's buffers ahead (fit.rs): on
+      # The pool as at 243e3c9, then with one of the two changes since: on
       # 2026-11-26 each pooled decoder grew its buffers, a synchronizing
       # free and allocation each, whenever it met a larger image, for
-      # epochs. The `allocs` column counts them in the steady epochs;
-      # whether they are what slowed the mix shows against the sweep above.
+      # epochs (fit.rs grows them ahead; `allocs` counts them in the
+      # steady epochs), and a worker was lent the decoder whose copy the
+      # batch thread had queued last, whose pinned buffer it then waited
+      # for (pool.rs now lends a ready one; the JSON's
+      # decoder_pinned_wait_s). Against the sweep above, whether either
+      # is what slowed the mix.
+      GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-old-pool 120 \
+        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+        --sweep hardware-share=0,0.5,1 --out "$logs/shares-old-pool"
       GPUFEED_NVJPEG_FIT=0 step bench-cuda-shares-nofit 120 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
         --out "$logs/shares-nofit"
+      GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-stack 120 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+        --sweep hardware-share=0,0.5,1 --out "$logs/shares-stack"
       # The ceiling: nvJPEG alone, the engine's cores reported.
       GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 10 --hardware-share 0,auto,1

@@ -43,6 +43,7 @@ impl Counters {
         Stats {
             engine_busy: stage.map(|s| s.engine_busy()).unwrap_or_default(),
             decoder_allocations: stage.map_or(0, |s| s.decoder_allocations()),
+            decoder_pinned_wait: stage.map(|s| s.pinned_wait()).unwrap_or_default(),
             samples: self.samples.load(Relaxed),
             batches: self.batches.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
@@ -134,6 +135,12 @@ pub struct Stats {
     /// first epoch means decoders still meeting larger images than before
     /// (issue 16). 0 on the CPU backend.
     pub decoder_allocations: u64,
+    /// Time the workers' nvJPEG host phases (the CUDA route) waited, summed
+    /// over the workers, for their decoder's previous image to be copied
+    /// to the device before they could reuse its pinned buffer: time a
+    /// worker neither decoded nor took the next sample (issue 16). Zero on
+    /// the CPU backend and the emulated device.
+    pub decoder_pinned_wait: Duration,
 }
 
 impl Stats {

@@ -104,7 +104,9 @@ impl DecodeBench {
         let call = batch.div_ceil(engine_calls);
         let route =
             super::cuda::NvRoute::new(&engine, call, engine_calls, cpu, None, &ledger, busy)?;
-        let pool = crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger)?;
+        let waited = std::sync::Arc::default();
+        let pool =
+            crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger, &waited)?;
         Ok(DecodeBench {
             threads,
             pool,

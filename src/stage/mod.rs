@@ -110,6 +110,9 @@ pub(crate) struct DeviceStage {
     /// bounded by `decoder_memory_limit`, and the batch thread's and
     /// engine lanes', counted only.
     decoders: Vec<Arc<Ledger>>,
+    /// Nanoseconds the workers' nvJPEG host phases waited for their pooled
+    /// decoder's last copy (`Stats::decoder_pinned_wait`).
+    pinned_wait: Arc<std::sync::atomic::AtomicU64>,
     /// The pipeline's timeline, for the emulated device's kernels.
     observe: Option<crate::cuda::lanes::Observe>,
     /// Images per engine call while a group fills; 0: one call at its
@@ -168,6 +171,7 @@ impl DeviceStage {
             _ => None,
         };
         let route_ledger = Arc::new(Ledger::new(u64::MAX));
+        let pinned_wait = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let share = Arc::new(if cfg.hardware_share_auto {
@@ -188,10 +192,11 @@ impl DeviceStage {
                             // one: never fewer than the leases samples can
                             // hold (`decode/nvjpeg/pool.rs`).
                             let cap = cfg.window() + 2;
-                            let kind = match decoder_pool(e.context(), cap, &pool_ledger) {
-                                Ok(p) => WorkerDecodeKind::Cuda(p),
-                                Err(_) => WorkerDecodeKind::Off,
-                            };
+                            let kind =
+                                match decoder_pool(e.context(), cap, &pool_ledger, &pinned_wait) {
+                                    Ok(p) => WorkerDecodeKind::Cuda(p),
+                                    Err(_) => WorkerDecodeKind::Off,
+                                };
                             let workers = WorkerDecode {
                                 engine: r.has_hardware(),
                                 share: share.clone(),
@@ -349,6 +354,7 @@ impl DeviceStage {
             layout,
             memory,
             decoders: vec![pool_ledger, route_ledger],
+            pinned_wait,
             observe,
             engine_call: cfg.engine_call,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
@@ -469,6 +475,12 @@ impl DeviceStage {
     /// (`Stats::decoder_allocations`).
     pub(crate) fn decoder_allocations(&self) -> u64 {
         self.decoders.iter().map(|l| l.allocations()).sum()
+    }
+
+    /// `Stats::decoder_pinned_wait`.
+    pub(crate) fn pinned_wait(&self) -> std::time::Duration {
+        let ns = self.pinned_wait.load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_nanos(ns)
     }
 
     pub(crate) fn engine_busy(&self) -> std::time::Duration {

@@ -29,6 +29,7 @@
 //! exposes it to the GPU tests.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -258,6 +259,9 @@ pub(crate) struct DecoupledDecoder {
     /// The pool's largest buffers, which this decoder's are grown to
     /// before a host phase (`fit.rs`); `None` outside a pool.
     fit: Option<Arc<Fit>>,
+    /// Where a pool counts the nanoseconds host phases waited for their
+    /// pinned buffer's last copy (`Stats::decoder_pinned_wait`).
+    waited: Option<Arc<AtomicU64>>,
     handle: Arc<Handle>,
     ctx: Arc<CudaContext>,
 }
@@ -334,16 +338,35 @@ impl DecoupledDecoder {
             stream: JpegStream::new(&handle)?,
             params,
             fit: None,
+            waited: None,
             handle,
             ctx: ctx.clone(),
         })
     }
 
-    /// This decoder, its buffers grown to `fit`'s before each host phase
-    /// and their sizes told to it after each phase.
-    pub(crate) fn with_fit(mut self, fit: Arc<Fit>) -> DecoupledDecoder {
-        self.fit = Some(fit);
+    /// This decoder as a pool's: its buffers grown to `fit`'s (if any)
+    /// before each host phase and their sizes told to it after each
+    /// phase; the host phases' waits for a pinned buffer added to
+    /// `waited` (nanoseconds).
+    pub(crate) fn pooled(
+        mut self,
+        fit: Option<Arc<Fit>>,
+        waited: Arc<AtomicU64>,
+    ) -> DecoupledDecoder {
+        self.fit = fit;
+        self.waited = Some(waited);
         self
+    }
+
+    /// Whether the next host phase can start without waiting for the
+    /// device: the pinned buffer it writes has no copy pending.
+    pub(crate) fn ready(&self) -> bool {
+        let k = self.next;
+        // The query needs the event's context current; a thread that
+        // cannot bind it reads as not ready (the pool then lends the top
+        // decoder, which waits as before).
+        !self.pinned_used[k]
+            || (self.ctx.bind_to_thread().is_ok() && self.pinned_free[k].is_complete())
     }
 
     /// Grow pinned buffer `k` and the device buffer to the pool's largest
@@ -442,12 +465,16 @@ impl DecoupledDecoder {
         };
         let (dec, state) = (backend.decoder.raw, backend.state.raw);
         let k = self.next;
-        if self.pinned_used[k] {
+        if self.pinned_used[k] && !self.pinned_free[k].is_complete() {
             // The host phase below overwrites the buffer the copy of the
             // image before last may still be reading.
+            let t0 = std::time::Instant::now();
             self.pinned_free[k]
                 .synchronize()
                 .map_err(Error::cuda("wait for pinned buffer"))?;
+            if let Some(w) = &self.waited {
+                w.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
         }
         self.fit_buffers(k);
         // State and buffers belong to this handle and are owned by self;
@@ -576,10 +603,13 @@ const TRIM_AT: (u64, u64) = (3, 4);
 /// holds at most half the trim mark (`fit.rs`), so that they stop growing
 /// after the first epoch; `GPUFEED_NVJPEG_FIT=0` leaves each to grow as
 /// its images need (a diagnostic, to measure the difference on a GPU).
+/// A worker is lent a decoder whose last copy to the device has run where
+/// one near the top of the pool's stack has (`pool.rs`).
 pub(crate) fn decoder_pool(
     ctx: &Arc<CudaContext>,
     cap: usize,
     ledger: &Arc<Ledger>,
+    waited: &Arc<AtomicU64>,
 ) -> Result<Arc<DecoderPool>> {
     let meter = Meter::new(ctx, ledger.clone());
     // One handle for the pool (issue 16: on an H200, 2026-11-26, each
@@ -591,16 +621,19 @@ pub(crate) fn decoder_pool(
     let trim_at = ledger.limit() / TRIM_AT.1 * TRIM_AT.0;
     let fit = (std::env::var("GPUFEED_NVJPEG_FIT").as_deref() != Ok("0"))
         .then(|| Fit::new(ledger, trim_at / 2));
+    let waited = waited.clone();
+    // `GPUFEED_NVJPEG_READY_FIRST=0` lends the top decoder always (the
+    // stack alone, as at 243e3c9): a diagnostic, to measure the
+    // difference on a GPU.
+    let ready_first = std::env::var("GPUFEED_NVJPEG_READY_FIRST").as_deref() != Ok("0");
     Pool::new(
         cap,
         move || {
             let d = DecoupledDecoder::on_handle(&ctx, 1, &handle)?;
-            Ok(match &fit {
-                Some(f) => d.with_fit(f.clone()),
-                None => d,
-            })
+            Ok(d.pooled(fit.clone(), waited.clone()))
         },
         move || full.total() <= trim_at,
+        move |d: &DecoupledDecoder| ready_first && d.ready(),
         TAKE_TIMEOUT,
     )
 }

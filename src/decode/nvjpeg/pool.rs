@@ -27,6 +27,13 @@
 //! another: on an H200 (2026-11-26) nvJPEG's pool memory in
 //! `tests/memory.rs` crept from 1.4 to 2.3 MiB over 35 epochs. A stack
 //! keeps the busy few warm and the rest as small as they were made.
+//!
+//! But the decoder given back last is the one least likely to be ready:
+//! the batch thread gives a decoder back as soon as it has queued the
+//! copy of its image to the device, and the next host phase must wait for
+//! that copy to run before it overwrites the pinned buffer. So `take`
+//! lends the topmost of the [`READY_SCAN`] top decoders that the pool's
+//! `ready` test passes, and the top one when none does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -47,6 +54,15 @@ type Make<T> = Box<dyn Fn() -> Result<T> + Send + Sync>;
 /// Whether a decoder coming back is kept.
 type Keep = Box<dyn Fn() -> bool + Send + Sync>;
 
+/// Whether a free decoder can start at once (no wait for the device).
+type Ready<T> = Box<dyn Fn(&T) -> bool + Send + Sync>;
+
+/// How many free decoders from the top of the stack `take` asks `ready`
+/// about: enough to skip the few whose copies the batch thread queued
+/// last, few enough that the pool's lock is held for a handful of cheap
+/// queries (`cuEventQuery`).
+pub(crate) const READY_SCAN: usize = 8;
+
 /// Decoders shared by a pipeline's workers and its batch thread.
 pub(crate) struct Pool<T> {
     free: Mutex<Free<T>>,
@@ -59,6 +75,7 @@ pub(crate) struct Pool<T> {
     cap: usize,
     make: Make<T>,
     keep: Keep,
+    ready: Ready<T>,
     timeout: Duration,
 }
 
@@ -75,12 +92,14 @@ impl<T> std::fmt::Debug for Pool<T> {
 impl<T> Pool<T> {
     /// A pool of at most `cap` decoders made by `make`; one is made now,
     /// so that a pipeline learns at build time whether decoders can be
-    /// made. `keep` is asked as each decoder comes back; `timeout` bounds
-    /// a `take` that finds the pool empty and full.
+    /// made. `keep` is asked as each decoder comes back, `ready` of free
+    /// decoders as one is taken; `timeout` bounds a `take` that finds the
+    /// pool empty and full.
     pub(crate) fn new(
         cap: usize,
         make: impl Fn() -> Result<T> + Send + Sync + 'static,
         keep: impl Fn() -> bool + Send + Sync + 'static,
+        ready: impl Fn(&T) -> bool + Send + Sync + 'static,
         timeout: Duration,
     ) -> Result<Arc<Pool<T>>> {
         let cap = cap.max(1);
@@ -96,18 +115,27 @@ impl<T> Pool<T> {
             cap,
             make: Box::new(make),
             keep: Box::new(keep),
+            ready: Box::new(ready),
             timeout,
         }))
     }
 
-    /// A free decoder; a new one for a token, or while fewer than `cap`
-    /// exist; or one that comes back within the timeout. `None` otherwise,
-    /// or when a new decoder cannot be made.
+    /// A free decoder (a ready one near the top of the stack, else the
+    /// top one); a new one for a token, or while fewer than `cap` exist;
+    /// or one that comes back within the timeout. `None` otherwise, or
+    /// when a new decoder cannot be made.
     pub(crate) fn take(self: &Arc<Self>) -> Option<Lease<T>> {
         let deadline = Instant::now() + self.timeout;
         let mut free = self.lock();
         // `None`: make one (a token, or room under the cap).
         let place = loop {
+            let n = free.decoders.len();
+            if let Some(i) = (n.saturating_sub(READY_SCAN)..n)
+                .rev()
+                .find(|&i| (self.ready)(&free.decoders[i]))
+            {
+                break Some(free.decoders.remove(i));
+            }
             if let Some(d) = free.decoders.pop() {
                 break Some(d);
             }
@@ -238,6 +266,7 @@ mod tests {
                 Ok(Dec(l.clone()))
             },
             move || keep.load(Ordering::Acquire),
+            |_| true,
             Duration::from_secs(5),
         )
         .unwrap();
@@ -298,6 +327,7 @@ mod tests {
             4,
             move || Ok(next.fetch_add(1, Ordering::AcqRel)),
             || true,
+            |_| true,
             Duration::from_millis(10),
         )
         .unwrap();
@@ -317,6 +347,39 @@ mod tests {
     }
 
     #[test]
+    fn a_ready_decoder_near_the_top_is_lent_before_the_top_one() {
+        // Decoders numbered as made; those in `busy` are not ready (their
+        // last copy to the device has not run).
+        let next = Arc::new(AtomicUsize::new(0));
+        let busy = Arc::new(Mutex::new(vec![]));
+        let b = busy.clone();
+        let p: Arc<Pool<usize>> = Pool::new(
+            16,
+            move || Ok(next.fetch_add(1, Ordering::AcqRel)),
+            || true,
+            move |d: &usize| !b.lock().unwrap().contains(d),
+            Duration::from_millis(10),
+        )
+        .unwrap();
+        let all: Vec<_> = (0..12).map(|_| p.take().unwrap()).collect();
+        drop(all); // the stack, bottom to top: 0..=11
+        *busy.lock().unwrap() = vec![11, 10, 9];
+        let a = p.take().unwrap();
+        assert_eq!(*a, 8, "the topmost ready one");
+        // None ready within the scan: the top one after all.
+        *busy.lock().unwrap() = (0..12).collect();
+        let b = p.take().unwrap();
+        assert_eq!(*b, 11);
+        // Left, bottom to top: 0..=7, 9, 10. Decoder 0 alone is ready,
+        // below the scan, so not looked for: the top one.
+        const { assert!(READY_SCAN < 9) };
+        *busy.lock().unwrap() = (1..12).collect();
+        assert_eq!(*p.take().unwrap(), 10);
+        assert_eq!(p.counts(), (12, 0), "none made while some were free");
+        drop((a, b));
+    }
+
+    #[test]
     fn a_failed_make_gives_its_place_back() {
         let fail = Arc::new(AtomicBool::new(false));
         let f = fail.clone();
@@ -330,6 +393,7 @@ mod tests {
                 }
             },
             || true,
+            |_| true,
             Duration::from_millis(10),
         )
         .unwrap();

@@ -35,6 +35,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "device_mib": r.memory.device_bytes as f64 / (1 << 20) as f64,
         "decoder_peak_mib": r.memory.decoder_peak_bytes as f64 / (1 << 20) as f64,
         "decoder_allocations_steady": r.steady_allocations,
+        "decoder_pinned_wait_s": r.stats.decoder_pinned_wait.as_secs_f64(),
         "read_buffer_mib": r.memory.read_buffer_bytes as f64 / (1 << 20) as f64,
         "worker_scratch_mib": r.memory.worker_scratch_bytes as f64 / (1 << 20) as f64,
         "queue_depth_batches": r.queue_depth_batches,
@@ -161,6 +162,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         // Over the whole run, warm-up included.
         out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
         out["decoder_allocations"] = json!(stats.decoder_allocations);
+        out["decoder_pinned_wait_s"] = json!(stats.decoder_pinned_wait.as_secs_f64());
         out["decoder_allocations_steady"] = json!(r.steady_allocations);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -288,6 +290,13 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
                 stats.decoded_cuda,
                 100.0 * stats.decoded_hardware as f64 / nvjpeg.max(1) as f64,
                 stats.decoded_cpu_fallback
+            );
+        }
+        if !stats.decoder_pinned_wait.is_zero() {
+            println!(
+                "  CUDA route host phases waited {:.3} ms per image (over the run) for their \
+                 decoder's last copy to the device",
+                stats.decoder_pinned_wait.as_secs_f64() * 1e3 / stats.decoded_cuda.max(1) as f64
             );
         }
         if memory.decoder_peak_bytes > 0 {
