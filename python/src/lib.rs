@@ -282,8 +282,10 @@ impl Pipeline {
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
     /// bytes_read, errors by kind, seconds spent per stage and with a
-    /// hardware engine call in flight (`engine_busy_s`), buffers nvJPEG
-    /// took from the CUDA driver (`decoder_allocations`), and `memory`:
+    /// hardware engine call in flight (`engine_busy_s`) and with the CUDA
+    /// route's host phases waiting for a pinned buffer
+    /// (`decoder_pinned_wait_s`), buffers nvJPEG took from the CUDA driver
+    /// (`decoder_allocations`), and `memory`:
     /// pinned and device pools, slots, what nvJPEG holds, and the host
     /// buffers: read buffers and CPU workers' scratch).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -307,6 +309,7 @@ impl Pipeline {
             ("augment_s", s.augment),
             ("wait_s", s.wait),
             ("engine_busy_s", s.engine_busy),
+            ("decoder_pinned_wait_s", s.decoder_pinned_wait),
         ] {
             d.set_item(name, t.as_secs_f64())?;
         }
