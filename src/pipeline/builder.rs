@@ -444,10 +444,11 @@ impl PipelineBuilder {
     /// Bytes of pinned plus device memory nvJPEG may hold for the CUDA
     /// route's pooled decoders (CUDA backend). Each decoder's buffers grow
     /// to the largest image it decoded, and there is one decoder per
-    /// sample in flight; past 3/4 of this limit, decoders are freed as
-    /// they come back (and made afresh when needed), and an allocation
-    /// past the limit is refused, so that image decodes on the worker's
-    /// CPU decoder instead: a low limit costs speed, never samples.
+    /// sample in flight; below 3/8 of this limit, buffers are grown ahead
+    /// to the pool's largest (each growth waits for the device); past 3/4,
+    /// decoders are freed as they come back (and made afresh), and an
+    /// allocation past the limit is refused, so that image decodes on the
+    /// worker's CPU decoder instead: a low limit costs speed, not samples.
     /// [`Pipeline::memory`](crate::Pipeline::memory) reports what nvJPEG
     /// holds. Default 4 GiB (on photos/imagenet-size the pool took about
     /// 0.8 GiB; docs/BENCHMARKS.md). Ignored by the CPU backend and by
