@@ -214,7 +214,9 @@ for phase in "${phases[@]}"; do
     quick)
       # Most telling first; GPU_DEADLINE cuts the tail: the device stage
       # against the CPU backend first, then issue 16's numbers with
-      # torchvision's pipeline on the same files.
+      # torchvision's pipeline on the same files, then the decoder pool's
+      # changes of session 26 (fit.rs, pool.rs) against the pool as at
+      # 243e3c9, then the nvJPEG routes' tests and memcheck over them.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       grow_data
@@ -223,6 +225,40 @@ for phase in "${phases[@]}"; do
       # 2 epochs: it ran 2,010 img/s on an H200, 10 s an epoch at 20,000.
       step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
         --batch 256 --epochs 2 --threads "$(nproc)"
+      # Both routes at once (issue 16, item 3): the engine alone ran near
+      # its ceiling on an H200, so 25,000 img/s needs a mix. `allocs`:
+      # nvJPEG's driver allocations in the steady epochs.
+      GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,auto,1 \
+        --sweep in-flight=3,4 --out "$logs/shares"
+      # The pool as at 243e3c9: on 2026-11-26 each pooled decoder grew
+      # its buffers, a synchronizing free and allocation each, whenever it
+      # met a larger image, for epochs (fit.rs grows them ahead), and a
+      # worker was lent the decoder whose copy the batch thread had queued
+      # last, whose pinned buffer it then waited for (pool.rs now lends a
+      # ready one; the JSON's decoder_pinned_wait_s). Against the sweep
+      # above: whether they are what slowed the mix.
+      GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-old-pool 120 \
+        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+        --sweep hardware-share=0,0.5,1 --out "$logs/shares-old-pool"
+      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
+        step nvjpeg-decode 180 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-memcheck-stage 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
+          "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
+      fi
+      # Each of the pool's two changes alone.
+      GPUFEED_NVJPEG_FIT=0 step bench-cuda-shares-nofit 120 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
+        --out "$logs/shares-nofit"
+      GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-stack 120 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+        --sweep hardware-share=0,0.5,1 --out "$logs/shares-stack"
+      # The ceiling: nvJPEG alone, the engine's cores reported.
+      GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 10 --hardware-share 0,auto,1
+      step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
       # Issue 16, item 1: batches decoding at once, on the engine route.
       # On an H200 (2026-11-26) 3 in flight kept two engine calls running
       # (the third arena fills): whether 4 gives the engine a third.
@@ -234,46 +270,12 @@ for phase in "${phases[@]}"; do
       # own included (`cpu_ms_per_image_by_thread` in the JSON).
       GPUFEED_CUDA_BLOCKING_SYNC=1 step bench-cuda-blocking-sync 60 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 1 --json
-      # Both routes at once (issue 16, item 3): the engine alone ran near
-      # its ceiling on an H200, so 25,000 img/s needs a mix.
-      GPUFEED_SHARE_LOG=1 step bench-cuda-shares 150 "$bin/gpufeed" bench "$bench_data" \
-        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,auto,1 \
-        --sweep in-flight=3,4 --out "$logs/shares"
-      # The pool as at 243e3c9, then with one of the two changes since: on
-      # 2026-11-26 each pooled decoder grew its buffers, a synchronizing
-      # free and allocation each, whenever it met a larger image, for
-      # epochs (fit.rs grows them ahead; `allocs` counts them in the
-      # steady epochs), and a worker was lent the decoder whose copy the
-      # batch thread had queued last, whose pinned buffer it then waited
-      # for (pool.rs now lends a ready one; the JSON's
-      # decoder_pinned_wait_s). Against the sweep above, whether either
-      # is what slowed the mix.
-      GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-old-pool 120 \
-        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
-        --sweep hardware-share=0,0.5,1 --out "$logs/shares-old-pool"
-      GPUFEED_NVJPEG_FIT=0 step bench-cuda-shares-nofit 120 "$bin/gpufeed" bench "$bench_data" \
-        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
-        --out "$logs/shares-nofit"
-      GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-stack 120 "$bin/gpufeed" bench \
-        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
-        --sweep hardware-share=0,0.5,1 --out "$logs/shares-stack"
-      # The ceiling: nvJPEG alone, the engine's cores reported.
-      GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
-        --batch 256 --iters 10 --hardware-share 0,auto,1
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
-      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
-        step nvjpeg-decode 180 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
-      if command -v compute-sanitizer >/dev/null; then
-        step sanitizer-memcheck-stage 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
-          "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
-      fi
-      step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
       ;;
     unrun)
       # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,
       # tests, sanitize and most of bench ran on an H200 on 2026-11-26);
-      # GPU code changed since (the pool's buffers grown ahead), so run
+      # GPU code changed since (the decoder pool of session 26), so run
       # `quick` before it. Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
