@@ -678,6 +678,9 @@ fn emu_trace_shows_the_device_stage() {
         "nvJPEG host phase",
         "trainer holds batch",
         "copies and kernels",
+        // What `build()` spent its time on, on the "build" track.
+        "device: context, augment kernels",
+        "device: arenas and slots",
     ] {
         assert!(
             json.contains(&format!("\"name\":\"{span}\"")),
@@ -685,6 +688,7 @@ fn emu_trace_shows_the_device_stage() {
         );
     }
     assert!(json.contains("gpufeed-batch"), "the batch thread's track");
+    assert!(json.contains("\"name\":\"build\""), "the build's track");
     assert!(
         json.contains("gpufeed-emu-engine-"),
         "an engine lane's track"

@@ -635,6 +635,7 @@ impl PipelineBuilder {
         let Some(source) = self.source.take() else {
             return Err(Error::Config("no source".into()));
         };
+        let began = std::time::Instant::now();
         let engine = match self.device {
             Device::Cpu => None,
             Device::Auto => match CudaEngine::new(0) {
@@ -692,7 +693,7 @@ impl PipelineBuilder {
             stream_buffer: self.stream_buffer,
             mixup: self.mixup,
         };
-        Pipeline::start(source, sampler, config, decoders, engine, self.io)
+        Pipeline::start(source, sampler, config, decoders, engine, self.io, began)
     }
 }
 

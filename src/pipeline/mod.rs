@@ -77,11 +77,18 @@ impl Pipeline {
         decoders: Vec<CpuDecoder>,
         engine: Option<Engine>,
         io: Arc<dyn crate::reader::ReadBytes>,
+        began: std::time::Instant,
     ) -> Result<Pipeline> {
         let window = config.window();
+        // The timeline starts with `build()`: its "build" track shows what
+        // the build's time went to (issue 16: ~2 s on an H200, unexplained).
+        let shared_trace = config.trace.then(|| Arc::new(trace::Trace::since(began)));
+        if let (Some(t), Some(_)) = (&shared_trace, &engine) {
+            let name = "device: context, augment kernels";
+            t.span_on("build", name, began, std::time::Instant::now());
+        }
         // Slots: the batch being assembled plus `prefetch` the trainer may
         // hold; all device memory is allocated here, none later.
-        let shared_trace = config.trace.then(|| Arc::new(trace::Trace::new()));
         let stage = engine
             .map(|e| {
                 let observe = shared_trace

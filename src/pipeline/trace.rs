@@ -62,11 +62,12 @@ thread_local! {
 }
 
 impl Trace {
-    pub(crate) fn new() -> Trace {
+    /// A timeline whose time 0 is `origin`.
+    pub(crate) fn since(origin: Instant) -> Trace {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Trace {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            origin: Instant::now(),
+            origin,
             spans: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
@@ -205,7 +206,7 @@ mod tests {
 
     #[test]
     fn spans_and_thread_names() {
-        let t = Trace::new();
+        let t = Trace::since(Instant::now());
         let t0 = Instant::now();
         t.span("read", t0, Arg::Sample(3));
         std::thread::scope(|s| {
@@ -230,7 +231,7 @@ mod tests {
 
     #[test]
     fn named_tracks_are_shared_by_name() {
-        let t = Trace::new();
+        let t = Trace::since(Instant::now());
         let t0 = Instant::now();
         t.span_on("GPU: s", "k", t0, t0);
         t.span("read", t0, Arg::None);

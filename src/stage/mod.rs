@@ -35,6 +35,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
@@ -44,11 +45,12 @@ use crate::augment::params::SampleParams;
 use crate::augment::{DType, Layout};
 use crate::config::Config;
 use crate::cuda::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use crate::decode::nvjpeg::{Ledger, Share, decoder_pool};
+use crate::decode::nvjpeg::{Ledger, Share};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
-use cuda::{CudaEngine, LaunchKind, NvRoute, StageLaunch};
-use handoff::{Placed, Region, WorkerDecode, WorkerDecodeKind};
+use cuda::{CudaEngine, LaunchKind, StageLaunch};
+use handoff::{Placed, Region, WorkerDecode};
+use routes::built;
 
 pub(crate) mod cuda;
 mod decode_bench;
@@ -57,6 +59,7 @@ pub(crate) mod handoff;
 pub use decode_bench::DecodeBench;
 mod jpeg;
 mod photo;
+mod routes;
 mod slot;
 
 use jpeg::JpegRoute;
@@ -65,7 +68,7 @@ use jpeg::JpegRoute;
 // has no feature arms.
 mod emu;
 pub(crate) use emu::EmuDevice;
-use emu::{emu_alloc, emu_engine};
+use emu::emu_alloc;
 pub(crate) use jpeg::{Arena, Group};
 pub use slot::Memory;
 pub(crate) use slot::{Slot, SlotHome};
@@ -162,10 +165,12 @@ impl DeviceStage {
         observe: Option<crate::cuda::lanes::Observe>,
     ) -> Result<DeviceStage> {
         let draws: usize = cfg.views.iter().map(|v| v.count).sum();
+        let t = Instant::now();
         if let Engine::Cuda(e) = &engine {
             let photo = cfg.views.iter().any(|v| v.photo.any());
             e.prepare_kernels(photo, cfg.mixup.is_some())?;
         }
+        built(&observe, "device: photometric and mix kernels", t);
         let timeline = match (&mut engine, &observe) {
             (Engine::Cuda(e), Some(o)) => Some(e.watch(o.clone())?),
             _ => None,
@@ -173,78 +178,19 @@ impl DeviceStage {
         let route_ledger = Arc::new(Ledger::new(u64::MAX));
         let pinned_wait = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
-        let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
         let share = Arc::new(if cfg.hardware_share_auto {
             Share::auto(cfg.hardware_share, cfg.workers)
         } else {
             Share::fixed(cfg.hardware_share)
         });
-        let (jpeg, worker_decode) = if cfg.gpu_decode {
-            match &engine {
-                Engine::Cuda(e) => {
-                    let lanes = cfg.in_flight;
-                    let cpu = fallback()?;
-                    let (busy, batch) = (share.engine_busy(), cfg.batch_size);
-                    let t = timeline.as_ref();
-                    match NvRoute::new(e, batch, lanes, cpu, t, &route_ledger, busy) {
-                        Ok(r) => {
-                            // One per sample in flight, and the carried
-                            // one: never fewer than the leases samples can
-                            // hold (`decode/nvjpeg/pool.rs`).
-                            let cap = cfg.window() + 2;
-                            let kind =
-                                match decoder_pool(e.context(), cap, &pool_ledger, &pinned_wait) {
-                                    Ok(p) => WorkerDecodeKind::Cuda(p),
-                                    Err(_) => WorkerDecodeKind::Off,
-                                };
-                            let workers = WorkerDecode {
-                                engine: r.has_hardware(),
-                                share: share.clone(),
-                                kind,
-                            };
-                            (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
-                        }
-                        Err(e) => {
-                            eprintln!("gpufeed: nvJPEG unusable ({e}); decoding on CPU threads");
-                            (None, None)
-                        }
-                    }
-                }
-                Engine::Emu(_) => {
-                    // The emulated device plays a hardware engine, so that
-                    // CI runs both halves of the route: the share's draws
-                    // decode at its lanes, the rest on the workers.
-                    let workers = WorkerDecode {
-                        engine: true,
-                        share: share.clone(),
-                        kind: WorkerDecodeKind::Emu,
-                    };
-                    let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
-                    let cpus = (0..cfg.in_flight)
-                        .map(|_| {
-                            Ok(emu::EmuLane {
-                                cpu: fallback()?,
-                                img: crate::decode::Image::default(),
-                                largest: largest.clone(),
-                                ledger: route_ledger.clone(),
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    let lanes = crate::cuda::lanes::Lanes::new(
-                        "gpufeed-emu-engine",
-                        cpus,
-                        crate::cuda::lanes::counted(
-                            crate::cuda::lanes::observed(emu_engine, observe.clone()),
-                            share.engine_busy(),
-                            Vec::len,
-                        ),
-                    )?;
-                    (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
-                }
-            }
-        } else {
-            (None, None)
+        let ledgers = routes::Ledgers {
+            route: route_ledger.clone(),
+            pool: pool_ledger.clone(),
+            pinned_wait: pinned_wait.clone(),
         };
+        let (jpeg, worker_decode) =
+            routes::make(&engine, cfg, &share, timeline.as_ref(), &observe, &ledgers)?;
+        let t = Instant::now();
         let arena = if jpeg.is_some() {
             cfg.staging_bytes.saturating_mul(4)
         } else {
@@ -340,6 +286,7 @@ impl DeviceStage {
             }
             (Some(n), Engine::Emu(_)) => Some(Scratch::Emu(vec![0.0; n])),
         };
+        built(&observe, "device: arenas and slots", t);
         Ok(DeviceStage {
             scratch: scratch.map(Mutex::new),
             engine,
