@@ -122,9 +122,7 @@ impl PinnedBuffer {
             handle: handle.clone(),
         })
     }
-}
 
-impl PinnedBuffer {
     /// Bytes the buffer holds now (`nvjpegBufferPinnedRetrieve`).
     fn size(&self) -> Result<usize> {
         let (mut size, mut ptr) = (0usize, std::ptr::null_mut());
@@ -187,9 +185,7 @@ impl DeviceBuffer {
             handle: handle.clone(),
         })
     }
-}
 
-impl DeviceBuffer {
     /// Bytes the buffer holds now (`nvjpegBufferDeviceRetrieve`).
     fn size(&self) -> Result<usize> {
         let (mut size, mut ptr) = (0usize, std::ptr::null_mut());
