@@ -606,7 +606,7 @@ impl PipelineBuilder {
         // Issue 15: a configuration whose buffers cannot fit is refused
         // here, with the bytes it needs, not ended by the OOM killer later.
         // (`Device::Auto` is counted as the CPU backend: the larger.)
-        let buffers = fixed_host_bytes(
+        let buffers = super::host_memory::fixed_host_bytes(
             self.batch_size,
             &views,
             self.dtype,
@@ -615,7 +615,7 @@ impl PipelineBuilder {
             self.staging_bytes
                 .unwrap_or(self.batch_size.saturating_mul(256 << 10)),
         );
-        if let Some(available) = mem_available()
+        if let Some(available) = super::host_memory::mem_available()
             && buffers > available
         {
             return bad(format!(
@@ -725,42 +725,6 @@ const MAX_ENGINE_CALL: usize = 1 << 16;
 /// The smallest `decoder_memory_limit`: below a mebibyte not even a small
 /// photo's buffers fit, and every image would go to the CPU.
 const MIN_DECODER_MEMORY: u64 = 1 << 20;
-
-/// Host bytes the pipeline allocates at `build()` and keeps: on the CPU
-/// backend `prefetch + 2` batch buffers (`Pipeline::start`), on the CUDA
-/// backend pinned staging for each of its `prefetch + 1` slots.
-fn fixed_host_bytes(
-    batch: usize,
-    views: &[View],
-    dtype: DType,
-    prefetch: usize,
-    cpu: bool,
-    staging: usize,
-) -> u64 {
-    if cpu {
-        let per_batch: u64 = views
-            .iter()
-            .map(|v| (batch * v.count) as u64 * v.sample_len() as u64 * dtype.size() as u64)
-            .sum();
-        per_batch.saturating_mul(prefetch as u64 + 2)
-    } else {
-        (staging as u64).saturating_mul(prefetch as u64 + 1)
-    }
-}
-
-/// `MemAvailable` from /proc/meminfo: what the kernel can give without
-/// swapping. `None` where it cannot be read (not Linux).
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
 
 fn check_view(v: &View) -> std::result::Result<(), String> {
     let (h, w) = (v.height, v.width);

@@ -5,6 +5,7 @@ mod assemble;
 mod batch;
 mod builder;
 mod epoch;
+mod host_memory;
 mod monitor;
 mod stats;
 mod trace;
