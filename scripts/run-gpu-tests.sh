@@ -186,6 +186,17 @@ export -f with_load  # `step` runs commands through timeout, not functions
 # gpufeed beside the torch DataLoader (--wheel). candle links the CUDA
 # toolkit's cuBLAS and cuRAND, found where the toolkit or PyTorch's wheels
 # keep them.
+# pool_sweep NAME VAR=VALUE...: engine shares 0, 0.5 and 1 with the decoder
+# pool's settings VAR (issue 16; docs/BENCHMARKS.md), logged as
+# bench-cuda-shares-NAME, the table in shares-NAME.{json,csv}.
+pool_sweep() {
+  local name=$1
+  shift
+  step "bench-cuda-shares-$name" 120 env "$@" "$bin/gpufeed" bench "$bench_data" \
+    --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
+    --out "$logs/shares-$name"
+}
+
 trainers() {
   if [ -x "$bin/test-candle_cuda" ]; then
     step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
@@ -238,9 +249,7 @@ for phase in "${phases[@]}"; do
       # last, whose pinned buffer it then waited for (pool.rs now lends a
       # ready one; the JSON's decoder_pinned_wait_s). Against the sweep
       # above: whether they are what slowed the mix.
-      GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-old-pool 120 \
-        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
-        --sweep hardware-share=0,0.5,1 --out "$logs/shares-old-pool"
+      pool_sweep old-pool GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 180 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
       if command -v compute-sanitizer >/dev/null; then
@@ -248,12 +257,8 @@ for phase in "${phases[@]}"; do
           "$bin/test-device_stage" gpu_rrc_f32 gpu_small_staging gpu_nvjpeg_route --test-threads=1
       fi
       # Each of the pool's two changes alone.
-      GPUFEED_NVJPEG_FIT=0 step bench-cuda-shares-nofit 120 "$bin/gpufeed" bench "$bench_data" \
-        --device cuda:0 --batch 256 --dtype f16 --epochs 2 --sweep hardware-share=0,0.5,1 \
-        --out "$logs/shares-nofit"
-      GPUFEED_NVJPEG_READY_FIRST=0 step bench-cuda-shares-stack 120 "$bin/gpufeed" bench \
-        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
-        --sweep hardware-share=0,0.5,1 --out "$logs/shares-stack"
+      pool_sweep nofit GPUFEED_NVJPEG_FIT=0
+      pool_sweep stack GPUFEED_NVJPEG_READY_FIRST=0
       # The ceiling: nvJPEG alone, the engine's cores reported.
       GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 10 --hardware-share 0,auto,1
