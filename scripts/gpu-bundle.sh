@@ -94,6 +94,9 @@ fi
 
 # Symbols are dead weight on the CUDA box (the device tool carries 64 MiB).
 strip "$out"/bin/* 2>/dev/null || true
+# The CUPTI tracer (benches/cupti) for the runner's cupti steps, with
+# libcupti beside it (1.5 MB packed).
+benches/cupti/build.sh "$out/bin" >/dev/null
 
 cp scripts/run-gpu-tests.sh "$out/"
 chmod +x "$out/run-gpu-tests.sh"

@@ -197,6 +197,17 @@ pool_sweep() {
     --out "$logs/shares-$name"
 }
 
+# cupti_run SHARE: the default bench at engine share SHARE with the CUPTI
+# tracer loaded (gpu-bundle.sh builds it), its window 5-6 s after cuInit:
+# logs cupti-share-SHARE.{txt,json}.
+cupti_run() {
+  [ -f "$bin/libgpufeed_cupti.so" ] || return 0
+  step "cupti-share-$1" 60 env CUDA_INJECTION64_PATH="$bin/libgpufeed_cupti.so" \
+    GPUFEED_CUPTI_OUT="$logs/cupti-share-$1" GPUFEED_CUPTI_FROM_S=5 GPUFEED_CUPTI_FOR_S=1 \
+    "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 4 \
+    --hardware-share "$1" --json
+}
+
 trainers() {
   if [ -x "$bin/test-candle_cuda" ]; then
     step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
@@ -250,6 +261,14 @@ for phase in "${phases[@]}"; do
       # ready one; the JSON's decoder_pinned_wait_s). Against the sweep
       # above: whether they are what slowed the mix.
       pool_sweep old-pool GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0
+      # Why, from the driver's side: CUPTI's record (benches/cupti) of each
+      # host thread's CUDA calls and each stream's work over 1 s of the
+      # steady state (epoch 3 of 4), per share. A thread waiting in
+      # cuMemFreeHost or a synchronize, copies from pageable memory, work
+      # on a blocking stream: each shows in cupti-share-*.txt.
+      cupti_run 0.5
+      cupti_run 1
+      cupti_run 0
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 180 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
       if command -v compute-sanitizer >/dev/null; then

@@ -1,0 +1,47 @@
+/* What the CUPTI tracer (inject.c) learns in its window, summed and
+ * written out; no CUPTI here, so test_sum.c checks it on any machine.
+ *
+ * Times are nanoseconds on CUPTI's clock. Only activities that start in
+ * the window [from, to) count; the Chrome trace holds those that start
+ * in [from, json_to), at most json_cap of them. */
+#ifndef GPUFEED_CUPTI_SUM_H
+#define GPUFEED_CUPTI_SUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Sum Sum;
+
+/* Domains of API calls, as CUPTI numbers them (CUpti_CallbackDomain). */
+enum { SUM_DRIVER = 1, SUM_RUNTIME = 2 };
+
+/* Trace times are microseconds from t0 (CUPTI's clock at start-up). */
+Sum *sum_new(uint64_t t0, size_t json_cap);
+void sum_free(Sum *s);
+void sum_window(Sum *s, uint64_t from, uint64_t to, uint64_t json_to);
+
+/* One host thread's call into the driver or runtime API. `name` must
+ * outlive `s` (CUPTI's callback names are static). */
+void sum_api(Sum *s, int domain, uint32_t cbid, const char *name, uint32_t tid, uint64_t start,
+             uint64_t end);
+/* GPU work on a stream. Kernel names are copied. */
+void sum_kernel(Sum *s, uint32_t stream, const char *name, uint64_t start, uint64_t end);
+void sum_memcpy(Sum *s, uint32_t stream, int copy_kind, int src_kind, int dst_kind, int async,
+                uint64_t bytes, uint64_t start, uint64_t end);
+void sum_memset(Sum *s, uint32_t stream, uint64_t bytes, uint64_t start, uint64_t end);
+/* A stream's creation flag (CUpti_ActivityStreamFlag: 1 default, i.e.
+ * blocking, 2 non-blocking, 3 the NULL stream). */
+void sum_stream(Sum *s, uint32_t stream, int flag, int priority);
+/* A thread's name (from /proc; the tracer reads it while the thread
+ * lives). Copied. */
+void sum_thread(Sum *s, uint32_t tid, const char *name);
+/* Threads seen so far: fills `tids` (up to `cap`), returns the count. */
+size_t sum_tids(const Sum *s, uint32_t *tids, size_t cap);
+/* A note printed at the top of the summary (copied). */
+void sum_note(Sum *s, const char *note);
+
+/* PREFIX.txt (the summary) and PREFIX.json (the Chrome trace). 0 on
+ * success. */
+int sum_write(Sum *s, const char *prefix);
+
+#endif

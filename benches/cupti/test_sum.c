@@ -1,0 +1,89 @@
+/* sum.c on made-up activities whose sums are known: the half of the
+ * tracer that needs no GPU. Run by benches/cupti/build.sh --check. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sum.h"
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  assert(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = calloc(1, (size_t)n + 1);
+  assert(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+  fclose(f);
+  return buf;
+}
+
+static void has(const char *text, const char *want) {
+  if (!strstr(text, want)) {
+    fprintf(stderr, "missing: %s\n--- in:\n%s\n", want, text);
+    exit(1);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *prefix = argc > 1 ? argv[1] : "/tmp/gpufeed-cupti-test";
+  const uint64_t MS = 1000000;
+  Sum *s = sum_new(1000 * MS, 3);
+  /* Before the window is set nothing counts. */
+  sum_api(s, SUM_DRIVER, 5, "cuEarly", 7, 1001 * MS, 1002 * MS);
+  sum_window(s, 2000 * MS, 2100 * MS, 2001 * MS);
+  sum_stream(s, 13, 2, 0);
+  sum_stream(s, 14, 1, -1);
+  /* Two workers and the batch thread; one call outside the window. */
+  sum_thread(s, 101, "gpufeed-cpu-0\n");
+  sum_thread(s, 102, "gpufeed-cpu-1");
+  sum_thread(s, 103, "gpufeed-batch");
+  sum_api(s, SUM_DRIVER, 300, "cuMemFreeHost", 101, 2000 * MS, 2004 * MS);
+  sum_api(s, SUM_DRIVER, 300, "cuMemFreeHost", 102, 2010 * MS, 2012 * MS);
+  sum_api(s, SUM_DRIVER, 12, "cuEventQuery", 103, 2020 * MS, 2020 * MS + 1000);
+  sum_api(s, SUM_DRIVER, 12, "cuEventQuery", 103, 2200 * MS, 2201 * MS);
+  sum_api(s, SUM_RUNTIME, 2000, "cudaHuge", 103, 2020 * MS, 2021 * MS);
+  /* Kernels on two streams overlapping 5 ms; a copy beside one. */
+  sum_kernel(s, 13, "idct\"x", 2030 * MS, 2040 * MS);
+  sum_kernel(s, 14, "idct\"x", 2035 * MS, 2045 * MS);
+  sum_kernel(s, 14, "color", 2050 * MS, 2150 * MS); /* runs past the window: cut at 2100 */
+  sum_memcpy(s, 13, 1, 1, 3, 0, 2000000, 2060 * MS, 2062 * MS);
+  sum_memset(s, 13, 64, 2090 * MS, 2091 * MS);
+  sum_note(s, "made-up activities");
+  uint32_t tids[8];
+  assert(sum_tids(s, tids, 8) == 3 && tids[2] == 103);
+  assert(sum_write(s, prefix) == 0);
+  sum_free(s);
+
+  char path[512];
+  snprintf(path, sizeof path, "%s.txt", prefix);
+  char *txt = slurp(path);
+  has(txt, "window of 100.0 ms");
+  has(txt, "made-up activities");
+  has(txt, "unknown domain or callback id: 1");
+  /* The workers fold into one group: 6 ms of 2 threads' 100 ms. */
+  has(txt, "gpufeed-cpu (2 threads): 2 calls, 6.0 ms in calls (3.0 % of the threads' window)");
+  has(txt, "cuMemFreeHost                                        2       6.00    3000.0     4.000");
+  has(txt, "gpufeed-batch (1 threads): 1 calls, 0.0 ms");
+  has(txt, "      13 non-blocking      0        1      10.00       1      2.00      2.00      1     1.00");
+  has(txt, "      14 blocking         -1        2     110.00");
+  has(txt, "HtoD pageable>device sync          1 copies      2.00 MB      2.00 ms");
+  has(txt, "       1     100.00 ms 100000.0 us  color");
+  /* Any: 2030-2045, 2050-2100 = 65; a kernel: the same; two: 2035-2040;
+   * the copy (2060-2062) and memset (2090-2091) beside "color". */
+  has(txt, "any work 65.0 ms; a kernel 65.0; two or more kernels 5.0; a copy or memset beside a kernel 3.0");
+  /* Cap 3: the events starting in [2000, 2001) ms are the first call
+   * only; nothing else fits the trace's part of the window. */
+  has(txt, "trace events kept 1, left out 0 (cap 3)");
+  free(txt);
+
+  snprintf(path, sizeof path, "%s.json", prefix);
+  char *json = slurp(path);
+  has(json, "{\"ph\":\"X\",\"pid\":1,\"tid\":101,\"name\":\"cuMemFreeHost\",\"ts\":1000000.000,\"dur\":4000.000}");
+  has(json, "\"args\":{\"name\":\"gpufeed-cpu-0\"}");
+  has(json, "\"args\":{\"name\":\"stream 14 (blocking)\"}");
+  free(json);
+  puts("test_sum: ok");
+  return 0;
+}
