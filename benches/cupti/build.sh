@@ -60,7 +60,13 @@ if [ -n "$check" ]; then
   grep -q "written as the window closed" "$t/closed.txt"
   grep -q "CUPTI error" "$t/closed.txt"
   python3 -m json.tool "$t/closed.json" >/dev/null
-  # ...or the process ends first.
+  # ...or the process ends in the window...
+  GPUFEED_CUPTI_OUT=$t/mid GPUFEED_CUPTI_FROM_S=0.1 GPUFEED_CUPTI_FOR_S=5 \
+    "$t/smoke" "$out/libgpufeed_cupti.so" 400 2>"$t/mid.err"
+  grep -q "written at exit" "$t/mid.txt"
+  grep -q "window: 0.100 s to 5.100 s" "$t/mid.txt"
+  python3 -m json.tool "$t/mid.json" >/dev/null
+  # ...or before it.
   GPUFEED_CUPTI_OUT=$t/early GPUFEED_CUPTI_FROM_S=30 \
     "$t/smoke" "$out/libgpufeed_cupti.so" 2>"$t/early.err"
   grep -q "ended before the window opened" "$t/early.txt"

@@ -37,8 +37,10 @@
 #define BUFFER_BYTES (32u << 20)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static Sum *sum;
-static int opened, written;
+/* The window opened; finish() began; finish() wrote the files. */
+static int opened, written, done;
 static char prefix[1024] = "gpufeed-cupti";
 
 static const CUpti_ActivityKind GPU_KINDS[] = {
@@ -171,6 +173,12 @@ static void finish(const char *why) {
   /* At exit with the window never opened there is nothing to flush, and
    * CUPTI calls then may meet a driver already shutting down. */
   if (was_open) {
+    uint64_t now = 0;
+    if (cuptiGetTimestamp(&now) == CUPTI_SUCCESS) {
+      pthread_mutex_lock(&lock);
+      sum_close(sum, now);
+      pthread_mutex_unlock(&lock);
+    }
     for (size_t i = 0; i < sizeof API_KINDS / sizeof *API_KINDS; i++)
       check("disable API tracing", cuptiActivityDisable(API_KINDS[i]));
     for (size_t i = 0; i < sizeof GPU_KINDS / sizeof *GPU_KINDS; i++)
@@ -182,6 +190,8 @@ static void finish(const char *why) {
   sum_note(sum, why);
   name_threads();
   int rc = sum_write(sum, prefix);
+  done = 1;
+  pthread_cond_broadcast(&finished);
   pthread_mutex_unlock(&lock);
   fprintf(stderr, "gpufeed-cupti: %s %s.txt and %s.json\n", rc == 0 ? "wrote" : "could not write",
           prefix, prefix);
@@ -216,7 +226,18 @@ static void *timer(void *arg) {
   return NULL;
 }
 
-static void at_exit(void) { finish("written at exit"); }
+/* A process that ends while the tracer's thread is writing waits for the
+ * files (at most 10 s), so that they are whole. */
+static void at_exit(void) {
+  finish("written at exit");
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&lock);
+  while (!done && pthread_cond_timedwait(&finished, &lock, &until) == 0) {
+  }
+  pthread_mutex_unlock(&lock);
+}
 
 /* Called by the CUDA driver in cuInit (CUDA_INJECTION64_PATH). 1: go on. */
 __attribute__((visibility("default"))) int InitializeInjection(void) {

@@ -104,6 +104,11 @@ void sum_window(Sum *s, uint64_t from, uint64_t to, uint64_t json_to) {
   s->json_to = json_to;
 }
 
+void sum_close(Sum *s, uint64_t now) {
+  if (now >= s->from && now < s->to) s->to = now;
+  if (s->json_to > s->to) s->json_to = s->to;
+}
+
 void sum_note(Sum *s, const char *note) {
   size_t n = strlen(s->notes);
   snprintf(s->notes + n, sizeof(s->notes) - n, "%s\n", note);

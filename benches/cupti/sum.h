@@ -19,6 +19,8 @@ enum { SUM_DRIVER = 1, SUM_RUNTIME = 2 };
 Sum *sum_new(uint64_t t0, size_t json_cap);
 void sum_free(Sum *s);
 void sum_window(Sum *s, uint64_t from, uint64_t to, uint64_t json_to);
+/* The window ends at `now` if it had not yet (the process is exiting). */
+void sum_close(Sum *s, uint64_t now);
 
 /* One host thread's call into the driver or runtime API. `name` must
  * outlive `s` (CUPTI's callback names are static). */

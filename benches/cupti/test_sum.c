@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
   sum_memcpy(s, 13, 1, 1, 3, 0, 2000000, 2060 * MS, 2062 * MS);
   sum_memset(s, 13, 64, 2090 * MS, 2091 * MS);
   sum_note(s, "made-up activities");
+  sum_close(s, 2150 * MS); /* after the window's end: no change */
   uint32_t tids[8];
   assert(sum_tids(s, tids, 8) == 3 && tids[2] == 103);
   assert(sum_write(s, prefix) == 0);
@@ -84,6 +85,17 @@ int main(int argc, char **argv) {
   has(json, "\"args\":{\"name\":\"gpufeed-cpu-0\"}");
   has(json, "\"args\":{\"name\":\"stream 14 (blocking)\"}");
   free(json);
+  /* A process exiting mid-window closes it where it is. */
+  Sum *e = sum_new(0, 10);
+  sum_window(e, 10 * MS, 100 * MS, 100 * MS);
+  sum_close(e, 50 * MS);
+  snprintf(path, sizeof path, "%s-exit", prefix);
+  assert(sum_write(e, path) == 0);
+  sum_free(e);
+  snprintf(path, sizeof path, "%s-exit.txt", prefix);
+  txt = slurp(path);
+  has(txt, "window of 40.0 ms");
+  free(txt);
   puts("test_sum: ok");
   return 0;
 }
