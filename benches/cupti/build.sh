@@ -50,7 +50,7 @@ if [ -n "$check" ]; then
   t=target/cupti/check
   rm -rf "$t"
   mkdir -p "$t"
-  gcc "${flags[@]}" -fsanitize=address,undefined -o "$t/test_sum" "$src/test_sum.c" "$src/sum.c"
+  gcc "${flags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=all -o "$t/test_sum" "$src/test_sum.c" "$src/sum.c"
   "$t/test_sum" "$t/sum"
   python3 -m json.tool "$t/sum.json" >/dev/null
   gcc "${flags[@]}" -o "$t/smoke" "$src/smoke.c" -ldl

@@ -464,7 +464,7 @@ static void summary(const Sum *s, FILE *f) {
   fprintf(f, "\n== kernels by total time\n");
   Kernel *ks = malloc((s->kernels.n + 1) * sizeof(Kernel));
   if (!ks) abort();
-  memcpy(ks, s->kernels.v, s->kernels.n * sizeof(Kernel));
+  if (s->kernels.n) memcpy(ks, s->kernels.v, s->kernels.n * sizeof(Kernel));
   qsort(ks, s->kernels.n, sizeof(Kernel), kernel_by_ns_desc);
   for (size_t i = 0; i < s->kernels.n && i < 30; i++)
     fprintf(f, "  %8llu %10.2f ms %8.1f us  %.90s\n", (unsigned long long)ks[i].n, ms(ks[i].ns),
