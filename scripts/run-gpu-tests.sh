@@ -199,13 +199,26 @@ pool_sweep() {
 
 # cupti_run SHARE: the default bench at engine share SHARE with the CUPTI
 # tracer loaded (gpu-bundle.sh builds it), its window 5-6 s after cuInit:
-# logs cupti-share-SHARE.{txt,json}.
+# logs cupti-share-SHARE.{txt,json}. Beside it, nvidia-smi's utilization
+# each second (dmon-share-SHARE.txt): its jpg column is the hardware
+# engine's own load, which CUPTI cannot see, against the lanes' calls in
+# flight that Stats::engine_busy counts.
 cupti_run() {
   [ -f "$bin/libgpufeed_cupti.so" ] || return 0
+  local dmon=
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi dmon -s u -d 1 -o T >"$logs/dmon-share-$1.txt" 2>&1 &
+    dmon=$!
+  fi
   step "cupti-share-$1" 60 env CUDA_INJECTION64_PATH="$bin/libgpufeed_cupti.so" \
     GPUFEED_CUPTI_OUT="$logs/cupti-share-$1" GPUFEED_CUPTI_FROM_S=5 GPUFEED_CUPTI_FOR_S=1 \
     "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 4 \
     --hardware-share "$1" --json
+  if [ -n "$dmon" ]; then
+    kill "$dmon" 2>/dev/null
+    wait "$dmon" 2>/dev/null
+  fi
+  return 0
 }
 
 trainers() {
