@@ -4,16 +4,21 @@
 #
 #   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
 #
-# PHASE: quick, unrun, tests, sanitize, bench, peers, or all (the default:
-# all but peers, quick and unrun). quick is the first call of a short
-# lease (15 minutes of device time in all, start-up included) after GPU
-# code changed: the device stage's tests, the headline benches beside
+# PHASE: quick, unrun, tests, sanitize, bench, checks, numbers, peers, or
+# all (the default: tests sanitize bench). quick is the first call of a
+# short lease (15 minutes of device time in all, start-up included) after
+# GPU code changed: the device stage's tests, the headline benches beside
 # torchvision's GPU pipeline, decode-bench, the nvJPEG tests and one
 # sanitizer run, most telling first, so that GPU_DEADLINE cuts what
-# matters least; then `tests sanitize bench` (steps quick ran are not
-# rerun in the same call; GPU_SKIP names steps to leave out). unrun is
-# that first call when no GPU code changed since the last full run: what
-# that run left out (see the phase).
+# matters least (steps a call already ran are not rerun in it; GPU_SKIP
+# names steps to leave out). unrun: what the last full run left out (see
+# the phase). checks then numbers, one call each, are issue 20's table
+# in one short lease, once a commit's GPU code is final: checks runs
+# tests and sanitize at once (two runners sharing the GPU, in
+# OUT_LOGS/tests and OUT_LOGS/sanitize; neither is timed), then the one
+# test that steers by timing alone; numbers runs issue 20's benchmarks
+# (time to first batch, the default and best settings and torchvision's
+# pipeline on both photo sets, decode-only, the kernels and DINO).
 # DATA: a folder of JPEGs to bench (default: the bundle's corpus
 # photos/imagenet-size, else data/sample).
 #
@@ -50,7 +55,7 @@ data=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; data=${1:-}; break ;;
-    quick | unrun | tests | sanitize | bench | peers) phases+=("$1") ;;
+    quick | unrun | tests | sanitize | bench | checks | numbers | peers) phases+=("$1") ;;
     all) phases+=(tests sanitize bench) ;;
     *) data=$1 ;;
   esac
@@ -482,6 +487,53 @@ for phase in "${phases[@]}"; do
       step bench-cuda-readers 120 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep readers=1,2,4,8 --out "$logs/readers"
       step bench-cpu 90 "$bin/gpufeed" bench "$bench_data" --device cpu --json
+      ;;
+    checks)
+      # Issue 20's table: this runner twice at once (the deadline left
+      # passed on), then the automatic share's test, which steers by each
+      # route's measured pace, alone.
+      left=$((${GPU_DEADLINE:-100000} - SECONDS))
+      GPU_DEADLINE=$left GPU_SKIP="${GPU_SKIP:-} auto-share" OUT_LOGS=$logs/tests LOGS_TAR= \
+        "$0" tests -- "$data" >"$logs/checks-tests.out" 2>&1 &
+      tests_pid=$!
+      GPU_DEADLINE=$left OUT_LOGS=$logs/sanitize LOGS_TAR= \
+        "$0" sanitize -- "$data" >"$logs/checks-sanitize.out" 2>&1 &
+      sanitize_pid=$!
+      wait "$tests_pid" || status=1
+      wait "$sanitize_pid" || status=1
+      for half in tests sanitize; do
+        echo "== $half (OUT_LOGS/$half)" >>"$logs/summary.txt"
+        cat "$logs/$half/summary.txt" >>"$logs/summary.txt" 2>/dev/null
+      done
+      cat "$logs/summary.txt"
+      GPUFEED_SHARE_LOG=1 step auto-share 60 "$bin/test-auto_share" gpu_ --nocapture
+      ;;
+    numbers)
+      # Issue 20's benchmarks, most asked-for first.
+      rm -rf "$logs/first-batch-cache"
+      for cache in cold warm; do
+        GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
+          bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
+      done
+      grow_data
+      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 \
+        --epochs 5 --json
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 2 --threads "$(nproc)"
+      # The best setting: the best of 243e3c9's sweep (share 0, 4 in
+      # flight) among its neighbours.
+      step bench-cuda-best 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep hardware-share=0,1 --sweep in-flight=3,4 --out "$logs/best"
+      if grow_full; then
+        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
+          --dtype f16 --epochs 3 --json
+        step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
+          --batch 256 --epochs 2 --threads "$(nproc)"
+      fi
+      GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
+      step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
+      step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
       ;;
     peers)
       # torchvision GPU and DALI (when installed) side by side.
