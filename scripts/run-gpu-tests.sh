@@ -223,6 +223,10 @@ cupti_run() {
     kill "$dmon" 2>/dev/null
     wait "$dmon" 2>/dev/null
   fi
+  # The trace's first 60 ms as a picture, to read without Perfetto.
+  [ -f "$logs/cupti-share-$1.json" ] && step "cupti-png-$1" 60 python3 benches/trace/trace_png.py \
+    "$logs/cupti-share-$1.json" "$logs/cupti-share-$1.png" --from 0 --to 0.06 \
+    --title "CUPTI, engine share $1, 60 ms of the steady state"
   return 0
 }
 
