@@ -550,7 +550,16 @@ for phase in "${phases[@]}"; do
 done
 echo "logs: $logs"
 if [ -n "${LOGS_TAR:-}" ]; then
-  tar czf "$LOGS_TAR" --exclude bench-data --exclude bench-data-full --exclude py \
-    --exclude train-data -C "$(dirname "$logs")" "$(basename "$logs")"
+  pack() {
+    tar czf "$LOGS_TAR" --exclude bench-data --exclude bench-data-full --exclude py \
+      --exclude train-data "$@" -C "$(dirname "$logs")" "$(basename "$logs")"
+  }
+  pack
+  # The device tool brings back files of at most 16 MiB: past that, the
+  # traces (Chrome JSON; their pictures stay) are left out.
+  if [ "$(stat -c %s "$LOGS_TAR")" -gt 15000000 ]; then
+    echo "logs over 15 MB packed: traces (*.json but the bench tables) left out" | tee -a "$logs/summary.txt"
+    pack --exclude 'cupti-share-*.json' --exclude 'trace-*.json'
+  fi
 fi
 exit $status

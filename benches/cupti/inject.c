@@ -245,8 +245,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (out && *out) snprintf(prefix, sizeof prefix, "%s", out);
   uint64_t t0 = 0;
   cuptiGetTimestamp(&t0);
-  /* 300,000 events: ~30 MB of JSON, ~3 MB packed in the runner's logs. */
-  sum = sum_new(t0, 300000);
+  /* 120,000 events: ~13 MB of JSON, ~1.3 MB packed in the runner's logs. */
+  sum = sum_new(t0, 120000);
   check("system thread ids", cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
   check("buffer callbacks", cuptiActivityRegisterCallbacks(requested, completed));
   check("stream records", cuptiActivityEnable(CUPTI_ACTIVITY_KIND_STREAM));
