@@ -38,7 +38,8 @@
 #                    two of one run differed by 45 %)
 #
 # Every step has its own time limit (a hang costs that step, not the run);
-# summary.txt lists each step's exit status and time.
+# summary.txt lists each step's exit status and time. Back on the build
+# machine, scripts/gpu-report.py LOGS digests the logs into one screen.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
