@@ -234,6 +234,32 @@ cupti_run() {
   return 0
 }
 
+# Issue 20's steps that more than one phase runs (a call runs each once).
+# Time to first batch: build() with NVRTC compiling the kernels into an
+# empty cache, then again loading them from it.
+first_batch_steps() {
+  rm -rf "$logs/first-batch-cache"
+  local cache
+  for cache in cold warm; do
+    GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
+      bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
+  done
+}
+# photos/full at the default, beside torchvision's pipeline.
+full_steps() {
+  grow_full || return 0
+  step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
+    --dtype f16 --epochs 3 --json
+  step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
+    --batch 256 --epochs 2 --threads "$(nproc)"
+}
+# The fused kernel against device copy bandwidth (issue 4), and the whole
+# DINO recipe's device work per batch (issue 19).
+kernel_bench_steps() {
+  step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
+  step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
+}
+
 trainers() {
   if [ -x "$bin/test-candle_cuda" ]; then
     step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
@@ -354,12 +380,7 @@ for phase in "${phases[@]}"; do
           --hardware-share 1 --json
       done
       # Issue 20: photos/full at the default, beside torchvision's pipeline.
-      if grow_full; then
-        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
-          --dtype f16 --epochs 3 --json
-        step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
-          --batch 256 --epochs 2 --threads "$(nproc)"
-      fi
+      full_steps
       # At 243e3c9 these ran under compute-sanitizer only (passed).
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       if command -v compute-sanitizer >/dev/null; then
@@ -427,17 +448,8 @@ for phase in "${phases[@]}"; do
       fi
       ;;
     bench)
-      # Time to first batch (issue 20): build() with NVRTC compiling the
-      # kernels into an empty cache, then again loading them from it.
-      rm -rf "$logs/first-batch-cache"
-      for cache in cold warm; do
-        GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
-          bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
-      done
-      # The fused kernel against device copy bandwidth (issue 4).
-      step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
-      # The whole DINO recipe's device work per batch (issue 19).
-      step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
+      first_batch_steps
+      kernel_bench_steps
       # nvJPEG alone over a range of hardware shares (the default among
       # them), with the CPU time per image (issue 5).
       # `auto`: the steered share (issue 16, item 3), starting at 1.
@@ -518,11 +530,7 @@ for phase in "${phases[@]}"; do
       ;;
     numbers)
       # Issue 20's benchmarks, most asked-for first.
-      rm -rf "$logs/first-batch-cache"
-      for cache in cold warm; do
-        GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
-          bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
-      done
+      first_batch_steps
       grow_data
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 \
         --epochs 5 --json
@@ -532,16 +540,10 @@ for phase in "${phases[@]}"; do
       # flight) among its neighbours.
       step bench-cuda-best 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep hardware-share=0,1 --sweep in-flight=3,4 --out "$logs/best"
-      if grow_full; then
-        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
-          --dtype f16 --epochs 3 --json
-        step peer-torchvision-full 150 python3 benches/peers/torchvision_gpu.py "$full_data" \
-          --batch 256 --epochs 2 --threads "$(nproc)"
-      fi
+      full_steps
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
-      step kernel-bench 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --size 224
-      step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
+      kernel_bench_steps
       ;;
     peers)
       # torchvision GPU and DALI (when installed) side by side.
