@@ -44,8 +44,12 @@ def row(name, r):
     allocs = r.get("decoder_allocations_steady", "")
     wait = r.get("decoder_pinned_wait_s", "")
     wait = f"{wait:.2f}" if isinstance(wait, float) else wait
+    # The engine's part of the images decoded on the GPU: a run where the
+    # engine took none (a backend nvJPEG refused) shows 0 %.
+    hw, cuda = r.get("decoded_hardware", 0), r.get("decoded_cuda", 0)
+    engine = f"{100 * hw / (hw + cuda):.0f}%" if hw + cuda else ""
     return (f"  {name:<44.44} {r['img_per_s']:>9.0f} {r.get('cpu_s_per_1000_images', 0):>6.3f}"
-            f"  {threads:<35} {allocs!s:>6} {wait!s:>6}  {r.get('limit', '')}")
+            f"  {threads:<35} {allocs!s:>6} {wait!s:>6} {engine:>5}  {r.get('limit', '')}")
 
 
 def main():
@@ -55,7 +59,7 @@ def main():
         print(f"== {os.path.relpath(s, logs)}")
         print(open(s, errors="replace").read().rstrip())
     print("\n== bench runs: img/s, CPU-ms per image (all threads, then "
-          + ", ".join(THREADS) + "), allocs, pinned wait s, limit")
+          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, limit")
     files = sorted(glob.glob(os.path.join(logs, "*.json")) + glob.glob(os.path.join(logs, "*.log")))
     for f in files:
         base = os.path.basename(f)

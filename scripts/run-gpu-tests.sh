@@ -313,6 +313,13 @@ for phase in "${phases[@]}"; do
       # ready one; the JSON's decoder_pinned_wait_s). Against the sweep
       # above: whether they are what slowed the mix.
       pool_sweep old-pool GPUFEED_NVJPEG_FIT=0 GPUFEED_NVJPEG_READY_FIRST=0
+      # The engine's bitstreams in device memory (NVJPEG_BACKEND_HARDWARE_DEVICE,
+      # src/decode/nvjpeg/device_input.rs; never run): whether the engine
+      # lanes' 0.086 CPU-ms per image inside nvJPEG's batched call (issue
+      # 16, item 4) is its handling of host bitstreams. Read the lanes'
+      # column and the hardware count against the sweep above; stderr says
+      # if nvJPEG refused the backend.
+      pool_sweep device-input GPUFEED_NVJPEG_DEVICE_INPUT=1
       # Why, from the driver's side: CUPTI's record (benches/cupti) of each
       # host thread's CUDA calls and each stream's work over 1 s of the
       # steady state (epoch 3 of 4), per share. A thread waiting in

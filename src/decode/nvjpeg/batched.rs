@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use super::device_input::DeviceInput;
 use super::{Handle, Meter, Roi, library, sys};
 use crate::error::{Error, Result};
 
@@ -242,6 +243,9 @@ pub(crate) struct BatchedDecoder {
     /// Decode calls so far and the time the calling thread spent in them.
     calls: (u64, std::time::Duration),
     hardware: bool,
+    /// Bitstreams staged on the device (`NVJPEG_BACKEND_HARDWARE_DEVICE`,
+    /// [`engine_with_device_input`](Self::engine_with_device_input)).
+    input: Option<DeviceInput>,
 }
 
 // SAFETY: the state, stream and decode-params objects are used by one
@@ -298,6 +302,35 @@ impl BatchedDecoder {
         } else {
             B::NVJPEG_BACKEND_DEFAULT
         };
+        BatchedDecoder::on_backend(backend, batch, meter, None)
+    }
+
+    /// A hardware-engine decoder (as [`new`](Self::new)) that takes its
+    /// bitstreams from device memory (`NVJPEG_BACKEND_HARDWARE_DEVICE`):
+    /// [`decode`](Self::decode) copies them into slabs counted by `meter`
+    /// and hands the engine their device addresses (`device_input.rs`; a
+    /// diagnostic, `GPUFEED_NVJPEG_DEVICE_INPUT=1`). An error where nvJPEG
+    /// lacks that backend.
+    pub(crate) fn engine_with_device_input(
+        batch: usize,
+        meter: &Arc<Meter>,
+    ) -> Result<BatchedDecoder> {
+        let input = DeviceInput::new(meter)?;
+        let backend = sys::nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE;
+        BatchedDecoder::on_backend(backend, batch, Some(meter), Some(input))
+    }
+
+    fn on_backend(
+        backend: sys::nvjpegBackend_t,
+        batch: usize,
+        meter: Option<&Arc<Meter>>,
+        input: Option<DeviceInput>,
+    ) -> Result<BatchedDecoder> {
+        use sys::nvjpegBackend_t as B;
+        let hardware = matches!(
+            backend,
+            B::NVJPEG_BACKEND_HARDWARE | B::NVJPEG_BACKEND_HARDWARE_DEVICE
+        );
         let handle = Handle::metered(backend, meter)?;
         let handle = Arc::new(handle);
         let state = JpegState::new(&handle)?;
@@ -321,6 +354,7 @@ impl BatchedDecoder {
             inits: Default::default(),
             calls: Default::default(),
             hardware,
+            input,
         })
     }
 
@@ -457,7 +491,28 @@ impl BatchedDecoder {
             self.inits.0 += 1;
             self.inits.1 += t0.elapsed();
         }
-        let ptrs: Vec<*const u8> = data.iter().map(|d| d.as_ptr()).collect();
+        let t0 = std::time::Instant::now();
+        if with_roi {
+            // Before any bitstream is staged: nothing below may return
+            // between the staging and `used_by`.
+            while self.params.len() < rois.len() {
+                self.params.push(DecodeParams::new(h)?);
+            }
+            for (p, roi) in self.params.iter_mut().zip(rois) {
+                p.set_roi(*roi)?;
+            }
+        }
+        let ptrs: Vec<*const u8> = match &mut self.input {
+            None => data.iter().map(|d| d.as_ptr()).collect(),
+            // SAFETY: `stream` belongs to the current context (# Safety),
+            // the meter's: decoders with device input are made for the
+            // pipeline's device, on whose context the caller decodes;
+            // `used_by` follows the decode call below, on `stream`.
+            Some(input) => unsafe { input.stage(data, stream.cast()) }?
+                .into_iter()
+                .map(|a| a as usize as *const u8)
+                .collect(),
+        };
         let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
         let mut out: Vec<sys::nvjpegImage_t> = dest
             .iter()
@@ -471,14 +526,7 @@ impl BatchedDecoder {
                 pitch: [d.pitch, 0, 0, 0],
             })
             .collect();
-        let t0 = std::time::Instant::now();
         let r = if with_roi {
-            while self.params.len() < rois.len() {
-                self.params.push(DecodeParams::new(h)?);
-            }
-            for (p, roi) in self.params.iter_mut().zip(rois) {
-                p.set_roi(*roi)?;
-            }
             let mut raw: Vec<sys::nvjpegDecodeParams_t> =
                 self.params[..rois.len()].iter().map(|p| p.raw).collect();
             // As below, plus: one live params object per image, owned by
@@ -511,6 +559,14 @@ impl BatchedDecoder {
                 )
             )
         };
+        if let Some(input) = &mut self.input {
+            // SAFETY: as for `stage` above. Recorded after a failed call
+            // too: whatever it queued may still read the slabs.
+            let used = unsafe { input.used_by(stream.cast()) };
+            if r.is_ok() {
+                used?;
+            }
+        }
         self.calls.0 += 1;
         self.calls.1 += t0.elapsed();
         if r.is_err() {

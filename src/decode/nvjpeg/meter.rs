@@ -198,6 +198,11 @@ impl Meter {
         )
     }
 
+    /// The context the meter allocates on.
+    pub(super) fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -272,6 +277,45 @@ impl Meter {
             let _ = unsafe { cudarc::driver::result::ctx::set_current(b) };
         }
         out
+    }
+}
+
+/// A buffer of gpufeed's own taken through a meter, counted in its ledger
+/// like nvJPEG's and freed on drop: the engine's bitstreams on the device
+/// (`device_input.rs`).
+pub(super) struct Slab {
+    meter: Arc<Meter>,
+    ptr: usize,
+    len: usize,
+}
+
+impl Slab {
+    /// `len` bytes of `kind`, or `None` where the ledger refuses them or
+    /// the driver fails.
+    pub(super) fn new(meter: &Arc<Meter>, kind: Kind, len: usize) -> Option<Slab> {
+        let ptr = meter.alloc(kind, len.max(1))?;
+        Some(Slab {
+            meter: meter.clone(),
+            ptr,
+            len: len.max(1),
+        })
+    }
+
+    /// The address: a device pointer, or a host pointer for pinned memory.
+    pub(super) fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        // The owner lets no queued work use the slab past its drop
+        // (`device_input.rs`); the free is booked, so it happens once.
+        let _ = self.meter.free(self.ptr);
     }
 }
 

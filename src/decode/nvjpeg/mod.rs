@@ -34,6 +34,7 @@ macro_rules! call {
 
 mod batched;
 mod decoupled;
+mod device_input;
 mod fit;
 mod host;
 mod meter;

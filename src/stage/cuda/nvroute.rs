@@ -93,6 +93,35 @@ struct Lane {
     gpu: Option<(Arc<GpuTimeline>, CudaEvent, String)>,
 }
 
+impl Lane {
+    /// Lane `index` around `dec`, with a stream of its own on `ctx`.
+    fn new(
+        dec: BatchedDecoder,
+        ctx: &Arc<CudaContext>,
+        stats: &LaneTimes,
+        index: usize,
+        timeline: Option<&Arc<GpuTimeline>>,
+    ) -> Result<Lane> {
+        let gpu = match timeline {
+            Some(t) => Some((
+                t.clone(),
+                t.event().map_err(Error::cuda("event"))?,
+                format!("GPU: engine lane {index}"),
+            )),
+            None => None,
+        };
+        Ok(Lane {
+            dec,
+            ctx: ctx.clone(),
+            stream: ctx.new_stream().map_err(Error::cuda("engine stream"))?,
+            done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
+            stats: stats.clone(),
+            index,
+            gpu,
+        })
+    }
+}
+
 /// Support queries, one decode call and the wait for its completion, on
 /// the lane's thread (issue 16, items 1 and 3b).
 fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
@@ -227,28 +256,28 @@ impl NvRoute {
             _ => batch,
         };
         let mut states = Vec::new();
+        let mut device_input = std::env::var("GPUFEED_NVJPEG_DEVICE_INPUT").as_deref() == Ok("1");
         for index in 0..lanes.max(1) {
+            if device_input {
+                match BatchedDecoder::engine_with_device_input(pool, &meter) {
+                    Ok(dec) => {
+                        states.push(Lane::new(dec, ctx, &stats, index, timeline)?);
+                        continue;
+                    }
+                    Err(e) => {
+                        // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
+                        eprintln!(
+                            "gpufeed: GPUFEED_NVJPEG_DEVICE_INPUT: no such engine decoder ({e}); host input"
+                        );
+                        device_input = false;
+                    }
+                }
+            }
             // No engine (or no nvJPEG support for it) is not an error.
             let Ok(dec) = BatchedDecoder::new(true, pool, Some(&meter)) else {
                 break;
             };
-            let gpu = match timeline {
-                Some(t) => Some((
-                    t.clone(),
-                    t.event().map_err(Error::cuda("event"))?,
-                    format!("GPU: engine lane {index}"),
-                )),
-                None => None,
-            };
-            states.push(Lane {
-                dec,
-                ctx: ctx.clone(),
-                stream: ctx.new_stream().map_err(Error::cuda("engine stream"))?,
-                done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
-                stats: stats.clone(),
-                index,
-                gpu,
-            });
+            states.push(Lane::new(dec, ctx, &stats, index, timeline)?);
         }
         let lanes = if states.is_empty() {
             None
