@@ -2,8 +2,10 @@
  * written out; no CUPTI here, so test_sum.c checks it on any machine.
  *
  * Times are nanoseconds on CUPTI's clock. Only activities that start in
- * the window [from, to) count; the Chrome trace holds those that start
- * in [from, json_to), at most json_cap of them. */
+ * the window [from, to) count, each up to the window's end (a call's
+ * longest time excepted, which is the whole call); the Chrome trace
+ * holds those that start in [from, json_to), at most json_cap of them,
+ * whole. */
 #ifndef GPUFEED_CUPTI_SUM_H
 #define GPUFEED_CUPTI_SUM_H
 

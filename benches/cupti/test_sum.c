@@ -44,6 +44,9 @@ int main(int argc, char **argv) {
   sum_api(s, SUM_DRIVER, 12, "cuEventQuery", 103, 2020 * MS, 2020 * MS + 1000);
   sum_api(s, SUM_DRIVER, 12, "cuEventQuery", 103, 2200 * MS, 2201 * MS);
   sum_api(s, SUM_RUNTIME, 2000, "cudaHuge", 103, 2020 * MS, 2021 * MS);
+  /* A wait still running when the window closes: 5 of its 35 ms count. */
+  sum_thread(s, 104, "gpufeed-engine-0");
+  sum_api(s, SUM_DRIVER, 40, "cuEventSynchronize", 104, 2095 * MS, 2130 * MS);
   /* Kernels on two streams overlapping 5 ms; a copy beside one. */
   sum_kernel(s, 13, "idct\"x", 2030 * MS, 2040 * MS);
   sum_kernel(s, 14, "idct\"x", 2035 * MS, 2045 * MS);
@@ -53,7 +56,7 @@ int main(int argc, char **argv) {
   sum_note(s, "made-up activities");
   sum_close(s, 2150 * MS); /* after the window's end: no change */
   uint32_t tids[8];
-  assert(sum_tids(s, tids, 8) == 3 && tids[2] == 103);
+  assert(sum_tids(s, tids, 8) == 4 && tids[2] == 103);
   assert(sum_write(s, prefix) == 0);
   sum_free(s);
 
@@ -67,10 +70,13 @@ int main(int argc, char **argv) {
   has(txt, "gpufeed-cpu (2 threads): 2 calls, 6.0 ms in calls (3.0 % of the threads' window)");
   has(txt, "cuMemFreeHost                                        2       6.00    3000.0     4.000");
   has(txt, "gpufeed-batch (1 threads): 1 calls, 0.0 ms");
+  has(txt, "gpufeed-engine (1 threads): 1 calls, 5.0 ms in calls (5.0 % of the threads' window)");
+  has(txt, "cuEventSynchronize                                   1       5.00    5000.0    35.000");
   has(txt, "      13 non-blocking      0        1      10.00       1      2.00      2.00      1     1.00");
-  has(txt, "      14 blocking         -1        2     110.00");
+  has(txt, "      14 blocking         -1        2      60.00");
   has(txt, "HtoD pageable>device sync          1 copies      2.00 MB      2.00 ms");
-  has(txt, "       1     100.00 ms 100000.0 us  color");
+  /* "color" counts up to the window's end. */
+  has(txt, "       1      50.00 ms  50000.0 us  color");
   /* Any: 2030-2045, 2050-2100 = 65; a kernel: the same; two: 2035-2040;
    * the copy (2060-2062) and memset (2090-2091) beside "color". */
   has(txt, "any work 65.0 ms; a kernel 65.0; two or more kernels 5.0; a copy or memset beside a kernel 3.0");
