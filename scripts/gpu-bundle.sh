@@ -90,6 +90,10 @@ for line in sys.stdin:
         shutil.copy(m["executable"], sys.argv[1])
 ' "$out/bin/test-candle_cuda"
   )
+  # The candle test build relinked target/release/gpufeed with candle-cuda
+  # (it then needs libcudart to start): link the plain CLI again, as the
+  # bundle's copy above is.
+  cargo build --release --locked --bin gpufeed
 fi
 
 # Symbols are dead weight on the CUDA box (the device tool carries 64 MiB).
