@@ -502,18 +502,18 @@ impl BatchedDecoder {
                 p.set_roi(*roi)?;
             }
         }
+        let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
         let ptrs: Vec<*const u8> = match &mut self.input {
             None => data.iter().map(|d| d.as_ptr()).collect(),
             // SAFETY: `stream` belongs to the current context (# Safety),
             // the meter's: decoders with device input are made for the
             // pipeline's device, on whose context the caller decodes;
             // `used_by` follows the decode call below, on `stream`.
-            Some(input) => unsafe { input.stage(data, stream.cast()) }?
+            Some(input) => unsafe { input.stage(data, &lens, stream.cast()) }?
                 .into_iter()
                 .map(|a| a as usize as *const u8)
                 .collect(),
         };
-        let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
         let mut out: Vec<sys::nvjpegImage_t> = dest
             .iter()
             .map(|d| sys::nvjpegImage_t {

@@ -80,8 +80,9 @@ impl DeviceInput {
         })
     }
 
-    /// Copy `data` into the pinned slab and queue its copy into the device
-    /// slab on `stream`: the device address of each bitstream.
+    /// Copy `data` (of lengths `lens`) into the pinned slab and queue its
+    /// copy into the device slab on `stream`: the device address of each
+    /// bitstream.
     ///
     /// # Safety
     ///
@@ -91,6 +92,7 @@ impl DeviceInput {
     pub(super) unsafe fn stage(
         &mut self,
         data: &[&[u8]],
+        lens: &[usize],
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<Vec<u64>> {
         if self.pending {
@@ -100,8 +102,7 @@ impl DeviceInput {
                 .map_err(Error::cuda("wait for the engine's bitstreams"))?;
             self.pending = false;
         }
-        let lens: Vec<usize> = data.iter().map(|d| d.len()).collect();
-        let (offsets, total) = layout(&lens);
+        let (offsets, total) = layout(lens);
         let have = self.pinned.as_ref().map_or(0, Slab::len);
         if total > have {
             let want = grown(have, total);

@@ -293,11 +293,12 @@ impl Slab {
     /// `len` bytes of `kind`, or `None` where the ledger refuses them or
     /// the driver fails.
     pub(super) fn new(meter: &Arc<Meter>, kind: Kind, len: usize) -> Option<Slab> {
-        let ptr = meter.alloc(kind, len.max(1))?;
+        let len = len.max(1);
+        let ptr = meter.alloc(kind, len)?;
         Some(Slab {
             meter: meter.clone(),
             ptr,
-            len: len.max(1),
+            len,
         })
     }
 
