@@ -56,6 +56,18 @@ mkdir -p "$out/bin"
 cargo build --release --locked --bin gpufeed
 cp target/release/gpufeed "$out/bin/"
 
+# Copy the test executable NAME, found in cargo's JSON messages on stdin,
+# to DEST.
+copy_test() {
+  python3 -c '
+import json, sys, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        shutil.copy(m["executable"], sys.argv[2])
+' "$1" "$2"
+}
+
 # Test executables that hold GPU or NVRTC tests (the others are CPU-only and
 # run in CI), found from cargo's JSON messages.
 cargo test --release --locked --no-run --lib --test kernels --test kernel_device --test nvjpeg --test device_stage --test auto_share --test nvjpeg_decode --test corpus --test shutdown --test memory --test interop --message-format=json 2>/dev/null |
@@ -72,6 +84,14 @@ for line in sys.stdin:
         print(dst)
 ' "$out"
 
+# The progressive-scan decoder against libjpeg-turbo's coefficients: its
+# test needs the turbojpeg feature (libjpeg-turbo is built from source).
+cargo test --release --locked --no-run --features turbojpeg --test progressive \
+  --message-format=json 2>/dev/null | copy_test progressive "$out/bin/test-progressive"
+# That build relinked target/release/gpufeed with the feature: link the
+# plain CLI again, as the bundle's copy above is.
+cargo build --release --locked --bin gpufeed
+
 if [ -n "$candle" ]; then
   [ -x target/cuda-root/bin/nvcc ] || scripts/cuda-root.sh target/cuda-root
   (
@@ -82,13 +102,7 @@ if [ -n "$candle" ]; then
     cargo build --release --locked --features $features --example train_candle
     cp target/release/examples/train_candle "$out/bin/"
     cargo test --release --locked --no-run --features $features --test candle_cuda \
-      --message-format=json 2>/dev/null | python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "candle_cuda":
-        shutil.copy(m["executable"], sys.argv[1])
-' "$out/bin/test-candle_cuda"
+      --message-format=json 2>/dev/null | copy_test candle_cuda "$out/bin/test-candle_cuda"
   )
   # The candle test build relinked target/release/gpufeed with candle-cuda
   # (it then needs libcudart to start): link the plain CLI again, as the

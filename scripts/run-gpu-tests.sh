@@ -361,6 +361,13 @@ for phase in "${phases[@]}"; do
       # GPU code changed since (the decoder pool of session 26), so run
       # `quick` before it. Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
+      # Session 30: the progressive-scan decoder (kernels/progressive.cu)
+      # against libjpeg-turbo's coefficients, then under memcheck.
+      step progressive 60 "$bin/test-progressive" gpu_ --nocapture
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-memcheck-progressive 120 compute-sanitizer --tool memcheck \
+          --error-exitcode 1 "$bin/test-progressive" gpu_
+      fi
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers
       grow_data
@@ -405,6 +412,8 @@ for phase in "${phases[@]}"; do
       step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
       # The augment kernels against the CPU reference.
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      # The progressive-scan decoder against libjpeg-turbo.
+      step progressive 60 "$bin/test-progressive" gpu_ --nocapture
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
@@ -432,6 +441,8 @@ for phase in "${phases[@]}"; do
         for tool in memcheck racecheck; do
           step "sanitizer-$tool" 180 compute-sanitizer --tool "$tool" --error-exitcode 1 \
             "$bin/test-kernel_device" gpu_ --test-threads=1
+          step "sanitizer-$tool-progressive" 120 compute-sanitizer --tool "$tool" \
+            --error-exitcode 1 "$bin/test-progressive" gpu_
           # Racecheck over nvJPEG's own kernels did not finish one route
           # test in 199 s on an H200 (2026-11-26): our kernels only.
           local_stage="gpu_rrc_f32 gpu_small_staging"

@@ -42,10 +42,11 @@ fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
                 println!("{name} {arch}: NVRTC gave no ptxas report; spills unchecked here");
                 continue;
             }
-            let entries = match name {
-                "photo.cu" => PHOTO_KERNELS,
-                "mix.cu" => MIX_KERNELS,
-                _ => AUGMENT_KERNELS,
+            let entries: &[&str] = match name {
+                "photo.cu" => &PHOTO_KERNELS,
+                "mix.cu" => &MIX_KERNELS,
+                "progressive.cu" => &["gf_progressive"],
+                _ => &AUGMENT_KERNELS,
             };
             for k in entries {
                 assert!(

@@ -211,14 +211,15 @@ impl GfTile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// The number right after the first occurrence of `pat` in `text`.
-    fn number_after(text: &str, pat: &str) -> usize {
+    /// The number right after the first occurrence of `pat` in `text` (a
+    /// kernel header).
+    pub(in crate::cuda) fn number_after(text: &str, pat: &str) -> usize {
         let at = text
             .find(pat)
-            .unwrap_or_else(|| panic!("{pat:?} missing from augment.cuh"));
+            .unwrap_or_else(|| panic!("{pat:?} missing from the header"));
         let rest = text[at + pat.len()..].trim_start_matches([' ', '\n', '/']);
         rest.chars()
             .take_while(char::is_ascii_digit)

@@ -6,6 +6,7 @@
 
 use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
 use super::launch::{LaunchKind, StageLaunch};
+use super::progressive::{GfChain, GfHuff, GfScan};
 
 unsafe extern "C" {
     fn gf_emu_augment(
@@ -15,6 +16,15 @@ unsafe extern "C" {
         out: *mut std::ffi::c_void,
     ) -> i32;
     fn gf_emu_mix(which: i32, m: GfMix, out: *mut std::ffi::c_void) -> i32;
+    fn gf_emu_progressive(
+        chains: *const GfChain,
+        n: u32,
+        scans: *const GfScan,
+        n_scans: u32,
+        tables: *const GfHuff,
+        n_tables: u32,
+        status: *mut u32,
+    );
     fn gf_emu_photo(
         which: i32,
         draws: *const GfPhoto,
@@ -41,6 +51,37 @@ pub(crate) unsafe fn augment(which: usize, tiles: &[GfTile], p: GfLaunch, out: &
     // and output validity are the caller's contract (see # Safety).
     let rc = unsafe { gf_emu_augment(which as i32, tiles.as_ptr(), p, out.as_mut_ptr().cast()) };
     assert_eq!(rc, 0, "gf_emu_augment rejected kernel {which}");
+}
+
+/// Run `gf_progressive` (kernels/progressive.cu) over `chains`, one
+/// emulated thread per chain in turn; `status[i]` gets chain i's code.
+///
+/// # Safety
+///
+/// Every chain's `data` must point to `data_len` readable bytes and each of
+/// its components' `coef` to `stride * rows * 64` writable `i16` that no
+/// other chain's scans write (the plan's chains code disjoint bands).
+pub(crate) unsafe fn progressive(
+    chains: &[GfChain],
+    scans: &[GfScan],
+    tables: &[GfHuff],
+    status: &mut [u32],
+) {
+    assert_eq!(chains.len(), status.len());
+    // SAFETY: the slices are live for the synchronous call and their
+    // lengths are passed with them; the addresses inside the descriptors
+    // are the caller's contract (# Safety).
+    unsafe {
+        gf_emu_progressive(
+            chains.as_ptr(),
+            chains.len() as u32,
+            scans.as_ptr(),
+            scans.len() as u32,
+            tables.as_ptr(),
+            tables.len() as u32,
+            status.as_mut_ptr(),
+        )
+    }
 }
 
 /// Run photometric kernel `which` (an index into `PHOTO_KERNELS`) over

@@ -25,6 +25,13 @@ unsafe impl DeviceRepr for GfTile {}
 unsafe impl DeviceRepr for GfLaunch {}
 // SAFETY: as above (GfMix: integers and floats, layout asserted in desc.rs).
 unsafe impl DeviceRepr for super::desc::GfMix {}
+// SAFETY: as above: integers only (device addresses as u64), layouts
+// asserted in progressive.rs against kernels/scan.cuh.
+unsafe impl DeviceRepr for super::progressive::GfChain {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for super::progressive::GfScan {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for super::progressive::GfHuff {}
 
 /// Threads per block: one thread per output pixel.
 const BLOCK: u32 = 256;
@@ -45,6 +52,7 @@ pub(crate) struct AugmentKernels {
     funcs: Vec<CudaFunction>,
     photo: OnceLock<Vec<CudaFunction>>,
     mix: OnceLock<Vec<CudaFunction>>,
+    progressive: OnceLock<Vec<CudaFunction>>,
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
     index: usize,
@@ -54,6 +62,7 @@ pub(crate) struct AugmentKernels {
 const AUGMENT_FILE: usize = 0;
 const PHOTO_FILE: usize = 1;
 const MIX_FILE: usize = 2;
+const PROGRESSIVE_FILE: usize = 3;
 
 impl AugmentKernels {
     /// Compile (or fetch from the cache) and load the kernels on device
@@ -74,6 +83,7 @@ impl AugmentKernels {
             funcs,
             photo: OnceLock::new(),
             mix: OnceLock::new(),
+            progressive: OnceLock::new(),
             arch,
             index,
         })
@@ -90,6 +100,13 @@ impl AugmentKernels {
             self.family(&self.mix, MIX_FILE, &MIX_KERNELS)?;
         }
         Ok(())
+    }
+
+    /// The progressive-scan decoder (`kernels/progressive.cu`), loaded at
+    /// its first use.
+    pub(crate) fn progressive(&self) -> Result<CudaFunction> {
+        let f = self.family(&self.progressive, PROGRESSIVE_FILE, &["gf_progressive"])?;
+        Ok(f[0].clone())
     }
 
     /// A lazily loaded kernel family: loaded now if it was not.

@@ -21,6 +21,8 @@ pub mod kernel_check;
 pub(crate) mod lanes;
 pub(crate) mod launch;
 pub mod nvrtc;
+#[doc(hidden)]
+pub mod progressive;
 pub(crate) mod timeline;
 
 use crate::error::{Error, Result};
@@ -167,6 +169,7 @@ pub fn kernel_sources() -> Vec<(&'static str, String)> {
         ("augment.cu", inline_headers(AUGMENT_CU)),
         ("photo.cu", inline_headers(PHOTO_CU)),
         ("mix.cu", inline_headers(MIX_CU)),
+        ("progressive.cu", inline_headers(PROGRESSIVE_CU)),
     ]
 }
 
@@ -209,11 +212,13 @@ pub const MIX_KERNELS: [&str; 8] = [
 const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
 const MIX_CU: &str = include_str!("../../kernels/mix.cu");
 const PHOTO_CU: &str = include_str!("../../kernels/photo.cu");
-const HEADERS: [(&str, &str); 4] = [
+const PROGRESSIVE_CU: &str = include_str!("../../kernels/progressive.cu");
+const HEADERS: [(&str, &str); 5] = [
     ("augment.cuh", include_str!("../../kernels/augment.cuh")),
     ("cast.cuh", include_str!("../../kernels/cast.cuh")),
     ("photo.cuh", include_str!("../../kernels/photo.cuh")),
     ("mix.cuh", include_str!("../../kernels/mix.cuh")),
+    ("scan.cuh", include_str!("../../kernels/scan.cuh")),
 ];
 
 /// NVRTC is given one self-contained source: each header is pasted where

@@ -8,6 +8,7 @@
 //! entropy-coded data.
 
 mod exif;
+pub(crate) mod scans;
 
 pub use exif::Orientation;
 pub(crate) use exif::exif_orientation;
@@ -189,17 +190,10 @@ pub fn parse_header(data: &[u8], max_pixels: u64) -> Result<JpegHeader, SampleEr
     let mut has_exif = false;
 
     for _ in 0..MAX_SEGMENTS {
-        // Find the next marker: 0xFF followed by a non-0xFF, non-zero byte.
-        while pos < data.len() && data[pos] != 0xFF {
-            pos += 1;
-        }
-        while pos < data.len() && data[pos] == 0xFF {
-            pos += 1;
-        }
-        let Some(&marker) = data.get(pos) else {
+        let Some((marker, after)) = next_marker(data, pos) else {
             return Err(SampleError::Truncated("header ends before the first scan"));
         };
-        pos += 1;
+        pos = after;
         match marker {
             // Stuffed zero outside entropy data, TEM, RSTn, a second SOI: no
             // length field.
@@ -287,6 +281,19 @@ pub fn parse_header(data: &[u8], max_pixels: u64) -> Result<JpegHeader, SampleEr
     header.orientation = orientation;
     header.has_exif = has_exif;
     Ok(header)
+}
+
+/// The next marker at or after `pos` (0xFF, any fill bytes 0xFF, then the
+/// marker's code; junk before it skipped, as libjpeg skips it with a
+/// warning) and the position after its code; `None` at the end of data.
+pub(crate) fn next_marker(data: &[u8], mut pos: usize) -> Option<(u8, usize)> {
+    while pos < data.len() && data[pos] != 0xFF {
+        pos += 1;
+    }
+    while pos < data.len() && data[pos] == 0xFF {
+        pos += 1;
+    }
+    data.get(pos).map(|&m| (m, pos + 1))
 }
 
 fn parse_sof(sof: SofKind, seg: &[u8]) -> Result<JpegHeader, SampleError> {

@@ -1,4 +1,4 @@
-// Host emulation of kernels/augment.cu, photo.cu and mix.cu: the kernel source compiled as plain
+// Host emulation of kernels/augment.cu, photo.cu, mix.cu and progressive.cu: the kernel source compiled as plain
 // C++ with CUDA's builtins replaced by host equivalents, and a driver that
 // runs every (block, thread) of a launch sequentially. Built by build.rs
 // with the `kernel-emu` feature; used by tests/kernel_emu.rs to compare the
@@ -16,6 +16,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __constant__
 #define __restrict__
 
 struct GfDim3 { unsigned int x, y, z; };
@@ -81,6 +82,7 @@ static inline float gf_emu_f16_to_f32(unsigned short h) {
 #include "augment.cu"
 #include "photo.cu"
 #include "mix.cu"
+#include "progressive.cu"
 
 typedef void (*GfKernel)(const GfTile*, GfLaunch, void*);
 
@@ -189,6 +191,21 @@ extern "C" int gf_emu_mix(int which, GfMix m, void* out) {
         }
     }
     return 0;
+}
+
+// gf_progressive over a grid of n threads, run one after another (the
+// chains share no output, so their order does not matter).
+extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const GfScan* scans,
+                                   unsigned int n_scans, const GfHuff* tables,
+                                   unsigned int n_tables, unsigned int* status) {
+    blockDim.x = 32;
+    blockDim.y = blockDim.z = 1;
+    blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    for (unsigned int i = 0; i < n; ++i) {
+        blockIdx.x = i / 32;
+        threadIdx.x = i % 32;
+        gf_progressive(chains, n, scans, n_scans, tables, n_tables, status);
+    }
 }
 
 extern "C" unsigned short gf_emu_f16(float v) { return gf_emu_f32_to_f16(v); }

@@ -1,0 +1,323 @@
+// Entropy decoding of progressive JPEG scans into DCT coefficients
+// (T.81 Annex G.1.2), so that progressive files, which neither the hardware
+// engine nor nvJPEG's GPU Huffman decodes, need no CPU Huffman work
+// (issue 16: on photos/imagenet-size their CPU Huffman alone costs about
+// 0.1 CPU-ms per image averaged over all images).
+//
+// One thread per chain (scan.cuh): the DC scans of an image, or the AC
+// scans of one of its components. Chains write disjoint coefficients
+// (DC and AC scans code disjoint bands, T.81 G.1.1.1.1), so they need no
+// ordering between them; within a chain the scans run in file order, as
+// refinement scans build on the bits before them.
+//
+// The procedures follow libjpeg's jdphuff.c, which the tests compare with
+// bit for bit: same coefficient values, same treatment of run lengths past
+// the band (its natural-order table's 16 extra entries). Where libjpeg
+// warns and goes on (a bad code, bits past a marker, a missing restart
+// marker), the chain stops with a status instead, and the image goes to
+// another decoder: no read leaves the segment, no write leaves the grid.
+#include "scan.cuh"
+
+// Zigzag index -> natural (row-major) index, with 16 entries past the end
+// for run lengths that overshoot the band, as libjpeg's jpeg_natural_order.
+static __constant__ const unsigned char gf_natural[80] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+    12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+    35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+    58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+};
+
+// The bit reader of one segment: byte stuffing removed (0xFF 0x00 is 0xFF),
+// stopped at the first marker; past it, zero bits, and consuming any of
+// them is an overrun (libjpeg inserts the same zeros, with a warning).
+struct GfBits {
+    const unsigned char* p;
+    unsigned int pos, len;
+    unsigned long long buf;  // the low `n` bits are unread, oldest highest
+    int n;
+    int zeros;               // how many of the `n` are past the segment
+    unsigned int status;
+};
+
+__device__ __forceinline__ void gf_fill(GfBits& b) {
+    while (b.n <= 56) {
+        unsigned int byte = 0;
+        if (b.zeros == 0 && b.pos < b.len) {
+            const unsigned int v = b.p[b.pos];
+            if (v != 0xFF) {
+                byte = v;
+                b.pos += 1;
+            } else if (b.pos + 1 < b.len && b.p[b.pos + 1] == 0) {
+                byte = 0xFF;
+                b.pos += 2;
+            } else {
+                b.zeros += 8;  // a marker: pos stays on its 0xFF
+            }
+        } else {
+            b.zeros += 8;
+        }
+        b.buf = (b.buf << 8) | byte;
+        b.n += 8;
+    }
+}
+
+// The next k bits (k <= 16), not consumed.
+__device__ __forceinline__ unsigned int gf_peek(GfBits& b, int k) {
+    if (b.n < k) gf_fill(b);
+    return (unsigned int)(b.buf >> (b.n - k)) & ((1u << k) - 1u);
+}
+
+__device__ __forceinline__ void gf_skip(GfBits& b, int k) {
+    b.n -= k;
+    if (b.n < b.zeros && b.status == GF_SCAN_OK) b.status = GF_SCAN_OVERRUN;
+}
+
+__device__ __forceinline__ unsigned int gf_bits(GfBits& b, int k) {
+    if (k == 0) return 0;
+    const unsigned int v = gf_peek(b, k);
+    gf_skip(b, k);
+    return v;
+}
+
+// T.81 F.2.2.1 EXTEND: the s-bit value v as a signed magnitude.
+__device__ __forceinline__ int gf_extend(unsigned int v, int s) {
+    return s == 0 ? 0 : ((int)v < (1 << (s - 1)) ? (int)v - (1 << s) + 1 : (int)v);
+}
+
+// T.81 F.2.2.3 DECODE, with a 9-bit lookahead first (libjpeg's jdhuff.c).
+__device__ __forceinline__ int gf_huff(GfBits& b, const GfHuff& t) {
+    const unsigned int e = t.look[gf_peek(b, 9)];
+    if (e != 0) {
+        gf_skip(b, (int)(e >> 8));
+        return (int)(e & 0xFF);
+    }
+    const unsigned int code = gf_peek(b, 16);
+    for (int l = 10; l <= 16; ++l) {
+        const int c = (int)(code >> (16 - l));
+        if (c <= t.maxcode[l]) {
+            gf_skip(b, l);
+            return t.symbols[(c + t.valoff[l]) & 0xFF];
+        }
+    }
+    if (b.status == GF_SCAN_OK) b.status = GF_SCAN_BAD_CODE;
+    return 0;
+}
+
+// A restart marker ends each interval (T.81 F.1.2.3): what is left of the
+// interval's last byte is padding; the marker must come next, after any
+// fill bytes, numbered in turn.
+__device__ __forceinline__ void gf_restart(GfBits& b, unsigned int number) {
+    if (b.n - b.zeros >= 8) {
+        b.status = GF_SCAN_BAD_RESTART;
+        return;
+    }
+    while (b.pos + 1 < b.len && b.p[b.pos] == 0xFF && b.p[b.pos + 1] == 0xFF) b.pos += 1;
+    if (b.pos + 1 < b.len && b.p[b.pos] == 0xFF && b.p[b.pos + 1] == 0xD0 + (number & 7)) {
+        b.pos += 2;
+        b.buf = 0;
+        b.n = 0;
+        b.zeros = 0;
+    } else {
+        b.status = GF_SCAN_BAD_RESTART;
+    }
+}
+
+// Decoder state that restarts reset (T.81 G.1.2.1, G.1.2.2).
+struct GfScanState {
+    int pred[4];             // DC predictions, per scan component
+    unsigned int eobrun;     // blocks left in the current end-of-band run
+};
+
+// G.1.2.1: the DC difference, shifted by the point transform.
+__device__ __forceinline__ void gf_dc_first(GfBits& b, const GfHuff& t, GfScanState& st,
+                                            int ci, int al, short* blk) {
+    const int s = gf_huff(b, t);
+    const long long dc = (long long)st.pred[ci] + gf_extend(gf_bits(b, s), s);
+    if (dc > 2147483647LL || dc < -2147483647LL - 1) {
+        // libjpeg refuses the file (JERR_BAD_DCT_COEF); a sum that cannot
+        // be an int is no DC value.
+        if (b.status == GF_SCAN_OK) b.status = GF_SCAN_BAD_SYMBOL;
+        return;
+    }
+    st.pred[ci] = (int)dc;
+    blk[0] = (short)(int)((unsigned int)st.pred[ci] << al);
+}
+
+// G.1.2.1: one more bit of the DC coefficient.
+__device__ __forceinline__ void gf_dc_refine(GfBits& b, int al, short* blk) {
+    if (gf_bits(b, 1)) blk[0] = (short)(blk[0] | (1 << al));
+}
+
+// G.1.2.2: a band's first bits, with end-of-band runs across blocks.
+__device__ __forceinline__ void gf_ac_first(GfBits& b, const GfHuff& t, GfScanState& st,
+                                            int ss, int se, int al, short* blk) {
+    if (st.eobrun > 0) {
+        st.eobrun -= 1;
+        return;
+    }
+    for (int k = ss; k <= se; ++k) {
+        const int rs = gf_huff(b, t);
+        int r = rs >> 4;
+        const int s = rs & 15;
+        if (s != 0) {
+            k += r;
+            const int v = gf_extend(gf_bits(b, s), s);
+            blk[gf_natural[k]] = (short)(int)((unsigned int)v << al);
+        } else if (r == 15) {
+            k += 15;
+        } else {
+            st.eobrun = 1u << r;
+            if (r != 0) st.eobrun += gf_bits(b, r);
+            st.eobrun -= 1;
+            break;
+        }
+        if (b.status != GF_SCAN_OK) return;
+    }
+}
+
+// One correction bit for a coefficient already nonzero (G.1.2.3).
+__device__ __forceinline__ void gf_correct(GfBits& b, short* c, int p1) {
+    if (gf_bits(b, 1) && (*c & p1) == 0) *c = (short)(*c >= 0 ? *c + p1 : *c - p1);
+}
+
+// G.1.2.3: a band's next bit: correction bits for coefficients already
+// nonzero, new coefficients of magnitude 1 among the zero ones.
+__device__ __forceinline__ void gf_ac_refine(GfBits& b, const GfHuff& t, GfScanState& st,
+                                             int ss, int se, int al, short* blk) {
+    const int p1 = 1 << al;
+    int k = ss;
+    if (st.eobrun == 0) {
+        for (; k <= se; ++k) {
+            const int rs = gf_huff(b, t);
+            int r = rs >> 4;
+            int s = rs & 15;
+            if (s != 0) {
+                if (s != 1 && b.status == GF_SCAN_OK) b.status = GF_SCAN_BAD_SYMBOL;
+                s = gf_bits(b, 1) ? p1 : -p1;
+            } else if (r != 15) {
+                st.eobrun = 1u << r;
+                if (r != 0) st.eobrun += gf_bits(b, r);
+                break;
+            }
+            do {
+                short* c = blk + gf_natural[k];
+                if (*c != 0) {
+                    gf_correct(b, c, p1);
+                } else if (--r < 0) {
+                    break;
+                }
+                k += 1;
+            } while (k <= se);
+            if (s != 0) blk[gf_natural[k]] = (short)s;
+            if (b.status != GF_SCAN_OK) return;
+        }
+    }
+    if (st.eobrun > 0) {
+        for (; k <= se; ++k) {
+            short* c = blk + gf_natural[k];
+            if (*c != 0) gf_correct(b, c, p1);
+        }
+        st.eobrun -= 1;
+    }
+}
+
+// Block (bx, by) of a component, or null outside its grid.
+__device__ __forceinline__ short* gf_block(const GfCoefs& c, unsigned int bx, unsigned int by) {
+    if (bx >= c.stride || by >= c.rows) return 0;
+    return (short*)c.coef + ((size_t)by * c.stride + bx) * 64;
+}
+
+__device__ __forceinline__ void gf_block_decode(GfBits& b, const GfScan& s, const GfHuff* tables,
+                                                GfScanState& st, int i, short* blk) {
+    if (s.ss == 0) {
+        if (s.ah == 0) gf_dc_first(b, tables[s.dc[i]], st, i, s.al, blk);
+        else gf_dc_refine(b, s.al, blk);
+    } else {
+        if (s.ah == 0) gf_ac_first(b, tables[s.ac[0]], st, s.ss, s.se, s.al, blk);
+        else gf_ac_refine(b, tables[s.ac[0]], st, s.ss, s.se, s.al, blk);
+    }
+}
+
+// Whether the scan's descriptor is one the procedures above are safe on
+// (the host makes no other; checked again so that no read or write can
+// leave its buffer whatever the host sent).
+__device__ __forceinline__ bool gf_scan_ok(const GfChain& ch, const GfScan& s, unsigned int n_tables) {
+    if (s.offset > ch.data_len || s.length > ch.data_len - s.offset) return false;
+    if (s.comps == 0 || s.comps > 4 || s.al > 13) return false;
+    if (s.ss == 0 ? s.se != 0 : (s.se < s.ss || s.se > 63 || s.comps != 1)) return false;
+    for (int i = 0; i < s.comps; ++i) {
+        if (s.comp[i] >= ch.comps) return false;
+        if (s.ss == 0 && s.ah == 0 && s.dc[i] >= n_tables) return false;
+        if (s.ss != 0 && s.ac[i] >= n_tables) return false;
+    }
+    return true;
+}
+
+__device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff* tables,
+                                unsigned int n_tables) {
+    if (!gf_scan_ok(ch, s, n_tables)) return GF_SCAN_BAD_DESC;
+    GfBits b;
+    b.p = (const unsigned char*)ch.data + s.offset;
+    b.pos = 0;
+    b.len = s.length;
+    b.buf = 0;
+    b.n = 0;
+    b.zeros = 0;
+    b.status = GF_SCAN_OK;
+    GfScanState st;
+    for (int i = 0; i < 4; ++i) st.pred[i] = 0;
+    st.eobrun = 0;
+    const bool interleaved = s.comps > 1;
+    const GfCoefs& c0 = ch.comp[s.comp[0]];
+    const unsigned int across = interleaved ? ch.mcus_x : c0.bw;
+    const unsigned int mcus = interleaved ? ch.mcus_x * ch.mcus_y : c0.bw * c0.bh;
+    unsigned int togo = s.restart, number = 0;
+    for (unsigned int m = 0; m < mcus; ++m) {
+        if (s.restart != 0) {
+            if (togo == 0) {
+                gf_restart(b, number++);
+                for (int i = 0; i < 4; ++i) st.pred[i] = 0;
+                st.eobrun = 0;
+                togo = s.restart;
+            }
+            togo -= 1;
+        }
+        const unsigned int mx = m % across, my = m / across;
+        if (!interleaved) {
+            short* blk = gf_block(c0, mx, my);
+            if (blk == 0) return GF_SCAN_BAD_DESC;
+            gf_block_decode(b, s, tables, st, 0, blk);
+        } else {
+            for (int i = 0; i < s.comps; ++i) {
+                const GfCoefs& c = ch.comp[s.comp[i]];
+                for (unsigned int y = 0; y < c.v; ++y) {
+                    for (unsigned int x = 0; x < c.h; ++x) {
+                        short* blk = gf_block(c, mx * c.h + x, my * c.v + y);
+                        if (blk == 0) return GF_SCAN_BAD_DESC;
+                        gf_block_decode(b, s, tables, st, i, blk);
+                    }
+                }
+            }
+        }
+        if (b.status != GF_SCAN_OK) return b.status;
+    }
+    return GF_SCAN_OK;
+}
+
+// Grid: ceil(n / 32) blocks of 32 threads, one chain each. status[i] gets
+// chain i's GF_SCAN_* code.
+extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
+                                          const GfScan* __restrict__ scans, unsigned int n_scans,
+                                          const GfHuff* __restrict__ tables, unsigned int n_tables,
+                                          unsigned int* __restrict__ status) {
+    const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const GfChain& ch = chains[i];
+    unsigned int st = GF_SCAN_OK;
+    if (ch.comps == 0 || ch.comps > 4 || ch.first_scan > n_scans || ch.scans > n_scans - ch.first_scan)
+        st = GF_SCAN_BAD_DESC;
+    for (unsigned int k = 0; st == GF_SCAN_OK && k < ch.scans; ++k)
+        st = gf_scan(ch, scans[ch.first_scan + k], tables, n_tables);
+    status[i] = st;
+}

@@ -1,0 +1,322 @@
+//! The progressive-scan decoder's host side: `#[repr(C)]` mirrors of
+//! `kernels/scan.cuh`, the descriptors built from a scan plan
+//! (`src/jpeg/scans.rs`), and one launch of `gf_progressive`, on the
+//! emulated device (feature `kernel-emu`) or on a GPU.
+//!
+//! Only the entropy decoding exists so far (issue 16: it is the CPU work
+//! that progressive files cost); the inverse DCT and colour conversion
+//! that would make pixels of the coefficients, and the route that sends
+//! progressive files here, do not. The functions below decode one file's
+//! coefficients for the tests (tests/progressive.rs), which compare them
+//! with libjpeg-turbo's, bit for bit.
+
+use std::mem::{offset_of, size_of};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::jpeg::scans::{Folded, Plan, plan};
+
+/// `GfHuff`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct GfHuff {
+    pub(crate) look: [u16; 512],
+    pub(crate) maxcode: [i32; 18],
+    pub(crate) valoff: [i32; 18],
+    pub(crate) symbols: [u8; 256],
+}
+
+/// `GfScan`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GfScan {
+    pub(crate) offset: u32,
+    pub(crate) length: u32,
+    pub(crate) restart: u32,
+    pub(crate) dc: [u16; 4],
+    pub(crate) ac: [u16; 4],
+    pub(crate) comps: u8,
+    pub(crate) comp: [u8; 4],
+    pub(crate) ss: u8,
+    pub(crate) se: u8,
+    pub(crate) ah: u8,
+    pub(crate) al: u8,
+    pub(crate) pad: [u8; 3],
+}
+
+/// `GfCoefs`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GfCoefs {
+    pub(crate) coef: u64,
+    pub(crate) stride: u32,
+    pub(crate) rows: u32,
+    pub(crate) bw: u32,
+    pub(crate) bh: u32,
+    pub(crate) h: u8,
+    pub(crate) v: u8,
+    pub(crate) pad: [u8; 6],
+}
+
+/// `GfChain`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GfChain {
+    pub(crate) data: u64,
+    pub(crate) data_len: u32,
+    pub(crate) first_scan: u32,
+    pub(crate) scans: u32,
+    pub(crate) mcus_x: u32,
+    pub(crate) mcus_y: u32,
+    pub(crate) comps: u32,
+    pub(crate) comp: [GfCoefs; 4],
+}
+
+const _: () = assert!(size_of::<GfHuff>() == 1424);
+const _: () = assert!(size_of::<GfScan>() == 40);
+const _: () = assert!(size_of::<GfCoefs>() == 32);
+const _: () = assert!(size_of::<GfChain>() == 160);
+const _: () = assert!(offset_of!(GfChain, comp) == 32);
+
+impl From<&Folded> for GfHuff {
+    fn from(t: &Folded) -> GfHuff {
+        GfHuff {
+            look: t.look,
+            maxcode: t.maxcode,
+            valoff: t.valoff,
+            symbols: t.symbols,
+        }
+    }
+}
+
+/// What `gf_progressive` writes per chain (`GF_SCAN_*` in scan.cuh).
+pub const SCAN_STATUS: [&str; 6] = [
+    "decoded",
+    "no Huffman code matches",
+    "the scan needs bits past its segment",
+    "restart marker missing or out of order",
+    "refinement symbol of magnitude other than 1, or DC sum past an int",
+    "descriptor out of range",
+];
+
+/// The descriptors of one launch over one file: its bytes at `data`,
+/// component `c`'s coefficients at `coef[c]`.
+pub(crate) struct Launch {
+    pub(crate) chains: Vec<GfChain>,
+    pub(crate) scans: Vec<GfScan>,
+    pub(crate) tables: Vec<GfHuff>,
+}
+
+impl Launch {
+    pub(crate) fn new(p: &Plan, data: u64, data_len: usize, coef: &[u64]) -> Launch {
+        let mut comp = [GfCoefs::default(); 4];
+        for (g, (c, &at)) in comp.iter_mut().zip(p.comps.iter().zip(coef)) {
+            *g = GfCoefs {
+                coef: at,
+                stride: c.stride,
+                rows: c.rows,
+                bw: c.bw,
+                bh: c.bh,
+                h: c.h,
+                v: c.v,
+                pad: [0; 6],
+            };
+        }
+        let mut chains = Vec::new();
+        let mut scans = Vec::new();
+        for chain in p.chains() {
+            chains.push(GfChain {
+                data,
+                data_len: data_len as u32,
+                first_scan: scans.len() as u32,
+                scans: chain.len() as u32,
+                mcus_x: p.mcus_x,
+                mcus_y: p.mcus_y,
+                comps: p.comps.len() as u32,
+                comp,
+            });
+            for &i in &chain {
+                let s = &p.scans[i];
+                let mut g = GfScan {
+                    offset: s.offset,
+                    length: s.length,
+                    restart: s.restart,
+                    comps: s.comps.len() as u8,
+                    ss: s.ss,
+                    se: s.se,
+                    ah: s.ah,
+                    al: s.al,
+                    ..GfScan::default()
+                };
+                for (k, &(ci, dc, ac)) in s.comps.iter().enumerate() {
+                    g.comp[k] = ci;
+                    g.dc[k] = dc;
+                    g.ac[k] = ac;
+                }
+                scans.push(g);
+            }
+        }
+        Launch {
+            chains,
+            scans,
+            tables: p.tables.iter().map(GfHuff::from).collect(),
+        }
+    }
+}
+
+/// One component's decoded coefficients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoefGrid {
+    /// Blocks per grid row (padded to whole MCUs).
+    pub stride: usize,
+    /// Grid rows (padded to whole MCUs).
+    pub rows: usize,
+    /// Blocks across that hold the image (libjpeg's `width_in_blocks`).
+    pub bw: usize,
+    /// Blocks down that hold the image (`height_in_blocks`).
+    pub bh: usize,
+    /// 64 per block, natural order, row-major over the padded grid.
+    pub coef: Vec<i16>,
+}
+
+/// A file's coefficients as the scan decoder left them, and each chain's
+/// status (an index into [`SCAN_STATUS`]).
+#[derive(Debug, Clone)]
+pub struct Coefficients {
+    /// Image size from the frame header.
+    pub width: u32,
+    /// Image height.
+    pub height: u32,
+    /// Per component, in frame order.
+    pub comps: Vec<CoefGrid>,
+    /// Per chain (DC scans first, then each component's AC scans).
+    pub status: Vec<u32>,
+}
+
+fn planned(path: &Path, data: &[u8], max_pixels: u64) -> Result<Plan> {
+    plan(data, max_pixels).map_err(|source| Error::Sample {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn grids(p: &Plan) -> Vec<CoefGrid> {
+    (0..p.comps.len())
+        .map(|c| CoefGrid {
+            stride: p.comps[c].stride as usize,
+            rows: p.comps[c].rows as usize,
+            bw: p.comps[c].bw as usize,
+            bh: p.comps[c].bh as usize,
+            coef: vec![0; p.coefficients(c)],
+        })
+        .collect()
+}
+
+/// Decode the scans of `data` (the file at `path`, for errors) with the
+/// kernel source compiled for the host. Not part of the API.
+#[cfg(feature = "kernel-emu")]
+#[doc(hidden)]
+pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
+    let p = planned(path, data, max_pixels)?;
+    let mut comps = grids(&p);
+    let coef: Vec<u64> = comps
+        .iter_mut()
+        .map(|g| g.coef.as_mut_ptr() as u64)
+        .collect();
+    let l = Launch::new(&p, data.as_ptr() as u64, data.len(), &coef);
+    let mut status = vec![u32::MAX; l.chains.len()];
+    // SAFETY: the chains address `data` (data_len bytes) and the grids just
+    // allocated, each stride * rows blocks as the plan sized them; all
+    // outlive the synchronous call, and the grids are written by nothing
+    // else meanwhile.
+    unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
+    Ok(Coefficients {
+        width: p.width,
+        height: p.height,
+        comps,
+        status,
+    })
+}
+
+/// Decode the scans of `data` with `gf_progressive` on CUDA device 0.
+/// Not part of the API.
+#[doc(hidden)]
+pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let p = planned(path, data, max_pixels)?;
+    let k = super::launch::AugmentKernels::new(0)?;
+    let f = k.progressive()?;
+    let s = &k.stream;
+    let dev_data = s.clone_htod(data).map_err(Error::cuda("upload"))?;
+    let mut grids_dev = Vec::new();
+    for c in 0..p.comps.len() {
+        grids_dev.push(k.zeros::<i16>(p.coefficients(c))?);
+    }
+    let coef: Vec<u64> = grids_dev.iter().map(|g| k.address(g)).collect();
+    let l = Launch::new(&p, k.address(&dev_data), data.len(), &coef);
+    let chains = s.clone_htod(&l.chains).map_err(Error::cuda("upload"))?;
+    let scans = s.clone_htod(&l.scans).map_err(Error::cuda("upload"))?;
+    let tables = s.clone_htod(&l.tables).map_err(Error::cuda("upload"))?;
+    let mut status = k.zeros::<u32>(l.chains.len())?;
+    let n = l.chains.len() as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(32), 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = s.launch_builder(&f);
+    b.arg(&chains);
+    b.arg(&n);
+    b.arg(&scans);
+    let n_scans = l.scans.len() as u32;
+    b.arg(&n_scans);
+    b.arg(&tables);
+    let n_tables = l.tables.len() as u32;
+    b.arg(&n_tables);
+    b.arg(&mut status);
+    // SAFETY: the signature is (const GfChain*, u32, const GfScan*, u32,
+    // const GfHuff*, u32, u32*); every address in the descriptors is one of
+    // the buffers above, sized as the plan says, alive until the downloads
+    // below have waited for the stream.
+    unsafe { b.launch(cfg) }.map_err(Error::cuda("kernel launch"))?;
+    let mut comps = grids(&p);
+    for (g, d) in comps.iter_mut().zip(&grids_dev) {
+        g.coef = k.download(d)?;
+    }
+    Ok(Coefficients {
+        width: p.width,
+        height: p.height,
+        comps,
+        status: k.download(&status)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::desc::tests::number_after;
+    use super::*;
+
+    #[test]
+    fn header_states_the_same_layout() {
+        let h = include_str!("../../kernels/scan.cuh");
+        assert_eq!(number_after(h, "sizeof(GfHuff) =="), size_of::<GfHuff>());
+        assert_eq!(number_after(h, "sizeof(GfScan) =="), size_of::<GfScan>());
+        assert_eq!(number_after(h, "sizeof(GfCoefs) =="), size_of::<GfCoefs>());
+        assert_eq!(number_after(h, "sizeof(GfChain) =="), size_of::<GfChain>());
+        assert_eq!(number_after(h, "comp at"), offset_of!(GfChain, comp));
+        for (i, name) in [
+            "GF_SCAN_OK",
+            "GF_SCAN_BAD_CODE",
+            "GF_SCAN_OVERRUN",
+            "GF_SCAN_BAD_RESTART",
+            "GF_SCAN_BAD_SYMBOL",
+            "GF_SCAN_BAD_DESC",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(number_after(h, &format!("#define {name} ")), i);
+        }
+        assert_eq!(SCAN_STATUS.len(), 6);
+    }
+}

@@ -1,0 +1,219 @@
+//! The progressive-scan decoder (`kernels/progressive.cu`, issue 16)
+//! against libjpeg-turbo, coefficient for coefficient, over every
+//! progressive file of the shared corpus (photos, tricky files, fuzz
+//! seeds). One body, two instances:
+//!
+//! * `emu_*` (feature `kernel-emu`): the kernel source compiled for the
+//!   host;
+//! * `gpu_*`: the NVRTC-compiled kernel on CUDA device 0; ignored without
+//!   one, a failure under `GPUFEED_REQUIRE_GPU=1`.
+//!
+//! Run: `cargo test --features turbojpeg,kernel-emu --test progressive`
+//! (CI does; the file needs `turbojpeg` for its reference).
+//!
+//! libjpeg-turbo's coefficients come from `tj3Transform` with a custom
+//! filter and no output (its `jpeg_read_coefficients`). Entropy decoding
+//! is exact integer work, so the tolerance is zero: wherever every chain
+//! of a file reports success, each coefficient of each block that holds
+//! the image must equal libjpeg-turbo's, whether libjpeg-turbo warned or
+//! not; and every file that libjpeg-turbo decodes without a warning must
+//! plan and decode without a fault. A fault (or a file the plan refuses)
+//! is allowed only where libjpeg-turbo warned or refused: that file goes
+//! to the CPU. The counts are printed.
+
+mod common;
+
+use std::path::Path;
+
+use common::Outcome;
+use gpufeed::cuda::progressive::{CoefGrid, Coefficients, SCAN_STATUS};
+
+common::tests!(
+    #[cfg(feature = "kernel-emu")]
+    emu_scans_equal_libjpeg_turbo,
+    gpu_scans_equal_libjpeg_turbo,
+);
+
+/// Files over this many pixels are left out (the corpus's decompression
+/// bombs); the photos are under 1.3 MP.
+const MAX_PIXELS: u64 = 16_000_000;
+
+#[cfg(feature = "kernel-emu")]
+fn emu_scans_equal_libjpeg_turbo() -> Outcome {
+    compare(&|p, d| gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS))
+}
+
+fn gpu_scans_equal_libjpeg_turbo() -> Outcome {
+    common::need_gpu()?;
+    compare(&|p, d| gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS))
+}
+
+type Decode<'a> = &'a dyn Fn(&Path, &[u8]) -> gpufeed::Result<Coefficients>;
+
+fn compare(decode: Decode) -> Outcome {
+    let root = common::corpus()?;
+    let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
+    let (mut equal, mut faulted, mut unplanned, mut warned, mut clean_files) = (0, 0, 0, 0, 0);
+    let mut failures = Vec::new();
+    for row in manifest.lines().skip(1) {
+        let f: Vec<&str> = row.split('\t').collect();
+        if f.len() < 5 || f[4] != "progressive" {
+            continue;
+        }
+        let (w, h): (u64, u64) = (f[2].parse().unwrap_or(0), f[3].parse().unwrap_or(0));
+        if w * h > MAX_PIXELS {
+            continue;
+        }
+        let path = root.join(f[0]);
+        let Ok(data) = std::fs::read(&path) else {
+            continue; // a partial copy (the GPU bundle carries photos/ only)
+        };
+        let reference = libjpeg::coefficients(&data, MAX_PIXELS);
+        let clean = matches!(reference, Ok((_, false)));
+        warned += usize::from(matches!(reference, Ok((_, true))));
+        clean_files += usize::from(clean);
+        let got = match decode(&path, &data) {
+            Ok(c) => c,
+            Err(e) => {
+                unplanned += 1;
+
+                if clean {
+                    failures.push(format!("{}: not planned: {e}", f[0]));
+                }
+                continue;
+            }
+        };
+        if let Some(&s) = got.status.iter().find(|&&s| s != 0) {
+            faulted += 1;
+            let why = SCAN_STATUS
+                .get(s as usize)
+                .copied()
+                .unwrap_or("unknown status");
+
+            if s == 5 || clean {
+                failures.push(format!("{}: {why} (status {:?})", f[0], got.status));
+            }
+            continue;
+        }
+        let Ok((want, _)) = reference else {
+            continue; // libjpeg-turbo refused it outright
+        };
+        match first_difference(&got.comps, &want) {
+            None => equal += 1,
+            Some(d) => failures.push(format!("{}: {d}", f[0])),
+        }
+    }
+    println!(
+        "progressive files: {equal} equal to libjpeg-turbo, {faulted} left to the CPU by a \
+         scan fault, {unplanned} not planned; libjpeg-turbo decoded {clean_files} without a \
+         warning and {warned} with one"
+    );
+    // photos/ alone has 50 (the whole corpus 87).
+    assert!(
+        clean_files >= 40,
+        "only {clean_files} clean files: is the corpus there?"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// Where `got` first differs from libjpeg-turbo's rows of blocks.
+fn first_difference(got: &[CoefGrid], want: &[Vec<Vec<i16>>]) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} components, libjpeg {}", got.len(), want.len()));
+    }
+    for (c, (g, rows)) in got.iter().zip(want).enumerate() {
+        if rows.len() < g.bh {
+            return Some(format!(
+                "component {c}: libjpeg has {} block rows",
+                rows.len()
+            ));
+        }
+        for (by, row) in rows.iter().take(g.bh).enumerate() {
+            if row.len() != g.bw * 64 {
+                return Some(format!("component {c}: row of {} blocks", row.len() / 64));
+            }
+            let ours = &g.coef[by * g.stride * 64..(by * g.stride + g.bw) * 64];
+            if let Some(i) = ours.iter().zip(row).position(|(a, b)| a != b) {
+                return Some(format!(
+                    "component {c} block ({}, {by}) coefficient {}: {} vs libjpeg {}",
+                    i / 64,
+                    i % 64,
+                    ours[i],
+                    row[i]
+                ));
+            }
+        }
+    }
+    None
+}
+
+mod libjpeg {
+    use std::ffi::{c_int, c_short, c_void};
+
+    use turbojpeg::raw;
+
+    /// Per component, per block row, the coefficients of its blocks (64
+    /// each, natural order); and whether libjpeg-turbo warned.
+    pub(crate) type Rows = Vec<Vec<Vec<i16>>>;
+
+    unsafe extern "C" fn keep(
+        coeffs: *mut c_short,
+        array: raw::tjregion,
+        _plane: raw::tjregion,
+        component: c_int,
+        _transform: c_int,
+        t: *mut raw::tjtransform,
+    ) -> c_int {
+        // SAFETY: `data` is the `Rows` that `coefficients` passed, alive
+        // for the tj3Transform call that runs this filter; libjpeg-turbo
+        // hands one row of `array.w / 8` blocks of 64 coefficients
+        // (turbojpeg.c, the customFilter loop).
+        unsafe {
+            let rows = &mut *((*t).data as *mut Rows);
+            let c = component as usize;
+            if rows.len() <= c {
+                rows.resize(c + 1, Vec::new());
+            }
+            let n = (array.w / 8) as usize * 64;
+            rows[c].push(std::slice::from_raw_parts(coeffs, n).to_vec());
+        }
+        0
+    }
+
+    pub(crate) fn coefficients(data: &[u8], max_pixels: u64) -> Result<(Rows, bool), String> {
+        let mut rows: Rows = Vec::new();
+        // SAFETY: a plain TurboJPEG session: the handle is checked and
+        // destroyed here; the transform struct, the (unused) destination
+        // arrays and `rows` outlive the call; `data` is a live slice.
+        unsafe {
+            let h = raw::tj3Init(raw::TJINIT_TJINIT_TRANSFORM as c_int);
+            if h.is_null() {
+                return Err("tj3Init failed".into());
+            }
+            raw::tj3Set(
+                h,
+                raw::TJPARAM_TJPARAM_MAXPIXELS as c_int,
+                max_pixels as c_int,
+            );
+            let mut t: raw::tjtransform = std::mem::zeroed();
+            t.op = raw::TJXOP_TJXOP_NONE as c_int;
+            t.options = (raw::TJXOPT_NOOUTPUT | raw::TJXOPT_COPYNONE) as c_int;
+            t.customFilter = Some(keep);
+            t.data = (&mut rows as *mut Rows).cast::<c_void>();
+            let mut buf: *mut u8 = std::ptr::null_mut();
+            let mut size: raw::size_t = 0;
+            let len = data.len() as raw::size_t;
+            let r = raw::tj3Transform(h, data.as_ptr(), len, 1, &mut buf, &mut size, &t);
+            raw::tj3Destroy(h);
+            // A fatal error longjmps out before the filter runs (after
+            // jpeg_read_coefficients); a warning leaves r = -1 with the
+            // filter run (STOPONWARNING is off).
+            if rows.is_empty() {
+                Err("libjpeg-turbo refused it".into())
+            } else {
+                Ok((rows, r != 0))
+            }
+        }
+    }
+}
