@@ -368,6 +368,14 @@ for phase in "${phases[@]}"; do
         step sanitizer-memcheck-progressive 120 compute-sanitizer --tool memcheck \
           --error-exitcode 1 "$bin/test-progressive" gpu_
       fi
+      # Its speed: one launch of each kernel per batch of 256 progressive
+      # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
+      # costs the workers' Huffman decoding today.
+      for set in imagenet-size full; do
+        [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/$set" ] || continue
+        step "progressive-bench-$set" 60 "$bin/gpufeed" progressive-bench \
+          "$GPUFEED_CORPUS/photos/$set" --batch 256 --iters 20
+      done
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers
       grow_data

@@ -6,7 +6,9 @@
 mod common;
 
 use common::Outcome;
-use gpufeed::cuda::{AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, kernel_sources, nvrtc};
+use gpufeed::cuda::{
+    AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, PIXELS_KERNELS, kernel_sources, nvrtc,
+};
 
 common::tests!(
     kernels_compile_for_sm80_and_sm90_without_spills,
@@ -46,6 +48,7 @@ fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
                 "photo.cu" => &PHOTO_KERNELS,
                 "mix.cu" => &MIX_KERNELS,
                 "progressive.cu" => &["gf_progressive"],
+                "pixels.cu" => &PIXELS_KERNELS,
                 _ => &AUGMENT_KERNELS,
             };
             for k in entries {

@@ -6,6 +6,7 @@
 
 use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
 use super::launch::{LaunchKind, StageLaunch};
+use super::pixels::{GfColor, GfPlane};
 use super::progressive::{GfChain, GfHuff, GfScan};
 
 unsafe extern "C" {
@@ -25,6 +26,8 @@ unsafe extern "C" {
         n_tables: u32,
         status: *mut u32,
     );
+    fn gf_emu_idct(planes: *const GfPlane, n: u32, blocks: u32);
+    fn gf_emu_color(images: *const GfColor, n: u32);
     fn gf_emu_photo(
         which: i32,
         draws: *const GfPhoto,
@@ -82,6 +85,29 @@ pub(crate) unsafe fn progressive(
             status.as_mut_ptr(),
         )
     }
+}
+
+/// Run `gf_idct` (kernels/pixels.cu) over `blocks` blocks of `planes`.
+///
+/// # Safety
+///
+/// Every plane's `coef` must point to `stride * rows * 64` readable `i16`
+/// and its `out` to as many writable bytes, apart from every other's.
+pub(crate) unsafe fn idct(planes: &[GfPlane], blocks: u32) {
+    // SAFETY: the list is a live slice of planes.len() descriptors; the
+    // buffers they address are the caller's contract (# Safety).
+    unsafe { gf_emu_idct(planes.as_ptr(), planes.len() as u32, blocks) }
+}
+
+/// Run `gf_color` (kernels/pixels.cu) over `images`.
+///
+/// # Safety
+///
+/// Every image's planes must hold `dh` rows of `pitch` readable bytes and
+/// its `out` `height` rows of `out_pitch` writable bytes.
+pub(crate) unsafe fn color(images: &[GfColor]) {
+    // SAFETY: as for `idct`.
+    unsafe { gf_emu_color(images.as_ptr(), images.len() as u32) }
 }
 
 /// Run photometric kernel `which` (an index into `PHOTO_KERNELS`) over

@@ -32,6 +32,13 @@ unsafe impl DeviceRepr for super::progressive::GfChain {}
 unsafe impl DeviceRepr for super::progressive::GfScan {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for super::progressive::GfHuff {}
+// SAFETY: as above (integers, layouts asserted in pixels.rs).
+unsafe impl DeviceRepr for super::pixels::GfPlane {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for super::pixels::GfColor {}
+
+/// `gf_progressive`, `gf_idct` and `gf_color`.
+pub(crate) type ProgressiveKernels = (CudaFunction, CudaFunction, CudaFunction);
 
 /// Threads per block: one thread per output pixel.
 const BLOCK: u32 = 256;
@@ -52,7 +59,9 @@ pub(crate) struct AugmentKernels {
     funcs: Vec<CudaFunction>,
     photo: OnceLock<Vec<CudaFunction>>,
     mix: OnceLock<Vec<CudaFunction>>,
-    progressive: OnceLock<Vec<CudaFunction>>,
+    /// Boxed: few pipelines use them, and the device engine enum holds
+    /// this struct.
+    progressive: OnceLock<Box<ProgressiveKernels>>,
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
     index: usize,
@@ -63,6 +72,7 @@ const AUGMENT_FILE: usize = 0;
 const PHOTO_FILE: usize = 1;
 const MIX_FILE: usize = 2;
 const PROGRESSIVE_FILE: usize = 3;
+const PIXELS_FILE: usize = 4;
 
 impl AugmentKernels {
     /// Compile (or fetch from the cache) and load the kernels on device
@@ -102,11 +112,30 @@ impl AugmentKernels {
         Ok(())
     }
 
-    /// The progressive-scan decoder (`kernels/progressive.cu`), loaded at
-    /// its first use.
-    pub(crate) fn progressive(&self) -> Result<CudaFunction> {
-        let f = self.family(&self.progressive, PROGRESSIVE_FILE, &["gf_progressive"])?;
-        Ok(f[0].clone())
+    /// The progressive-file kernels, loaded at their first use: the scan
+    /// decoder (`kernels/progressive.cu`), then the IDCT and the colour
+    /// conversion (`kernels/pixels.cu`).
+    pub(crate) fn progressive(&self) -> Result<ProgressiveKernels> {
+        if let Some(k) = self.progressive.get() {
+            return Ok((**k).clone());
+        }
+        let mut scan = load(
+            &self.ctx,
+            self.index,
+            &self.arch,
+            PROGRESSIVE_FILE,
+            &["gf_progressive"],
+        )?;
+        let mut px = load(
+            &self.ctx,
+            self.index,
+            &self.arch,
+            PIXELS_FILE,
+            &super::PIXELS_KERNELS,
+        )?;
+        let k = (scan.remove(0), px.remove(0), px.remove(0));
+        // Another thread may have loaded them meanwhile: either will do.
+        Ok((**self.progressive.get_or_init(|| Box::new(k))).clone())
     }
 
     /// A lazily loaded kernel family: loaded now if it was not.

@@ -22,6 +22,10 @@ pub(crate) mod lanes;
 pub(crate) mod launch;
 pub mod nvrtc;
 #[doc(hidden)]
+pub mod pixels;
+#[doc(hidden)]
+pub mod prog_batch;
+#[doc(hidden)]
 pub mod progressive;
 pub(crate) mod timeline;
 
@@ -170,6 +174,7 @@ pub fn kernel_sources() -> Vec<(&'static str, String)> {
         ("photo.cu", inline_headers(PHOTO_CU)),
         ("mix.cu", inline_headers(MIX_CU)),
         ("progressive.cu", inline_headers(PROGRESSIVE_CU)),
+        ("pixels.cu", inline_headers(PIXELS_CU)),
     ]
 }
 
@@ -209,16 +214,22 @@ pub const MIX_KERNELS: [&str; 8] = [
     "gf_mix_f32_nhwc",
 ];
 
+/// Kernel entry points of `pixels.cu`: the IDCT, then the colour
+/// conversion, of progressive files decoded on the device.
+pub const PIXELS_KERNELS: [&str; 2] = ["gf_idct", "gf_color"];
+
 const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
 const MIX_CU: &str = include_str!("../../kernels/mix.cu");
 const PHOTO_CU: &str = include_str!("../../kernels/photo.cu");
 const PROGRESSIVE_CU: &str = include_str!("../../kernels/progressive.cu");
-const HEADERS: [(&str, &str); 5] = [
+const PIXELS_CU: &str = include_str!("../../kernels/pixels.cu");
+const HEADERS: [(&str, &str); 6] = [
     ("augment.cuh", include_str!("../../kernels/augment.cuh")),
     ("cast.cuh", include_str!("../../kernels/cast.cuh")),
     ("photo.cuh", include_str!("../../kernels/photo.cuh")),
     ("mix.cuh", include_str!("../../kernels/mix.cuh")),
     ("scan.cuh", include_str!("../../kernels/scan.cuh")),
+    ("pixels.cuh", include_str!("../../kernels/pixels.cuh")),
 ];
 
 /// NVRTC is given one self-contained source: each header is pasted where

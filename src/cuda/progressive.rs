@@ -99,16 +99,28 @@ pub const SCAN_STATUS: [&str; 6] = [
     "descriptor out of range",
 ];
 
-/// The descriptors of one launch over one file: its bytes at `data`,
-/// component `c`'s coefficients at `coef[c]`.
+/// The descriptors of one launch of `gf_progressive` over one or more
+/// files.
+#[derive(Default)]
 pub(crate) struct Launch {
     pub(crate) chains: Vec<GfChain>,
     pub(crate) scans: Vec<GfScan>,
     pub(crate) tables: Vec<GfHuff>,
+    /// How many chains each file pushed has, in order.
+    pub(crate) chains_of: Vec<usize>,
 }
 
 impl Launch {
+    /// The descriptors of one file: its bytes at `data`, component `c`'s
+    /// coefficients at `coef[c]`.
     pub(crate) fn new(p: &Plan, data: u64, data_len: usize, coef: &[u64]) -> Launch {
+        let mut l = Launch::default();
+        l.push(p, data, data_len, coef);
+        l
+    }
+
+    /// Add one file's chains, scans and tables.
+    pub(crate) fn push(&mut self, p: &Plan, data: u64, data_len: usize, coef: &[u64]) {
         let mut comp = [GfCoefs::default(); 4];
         for (g, (c, &at)) in comp.iter_mut().zip(p.comps.iter().zip(coef)) {
             *g = GfCoefs {
@@ -122,13 +134,17 @@ impl Launch {
                 pad: [0; 6],
             };
         }
-        let mut chains = Vec::new();
-        let mut scans = Vec::new();
-        for chain in p.chains() {
-            chains.push(GfChain {
+        // The plan's table indices, moved past the tables already here;
+        // u16::MAX (no table) stays out of range.
+        let base = self.tables.len() as u16;
+        let at = |t: u16| if t == u16::MAX { t } else { t + base };
+        let chains = p.chains();
+        self.chains_of.push(chains.len());
+        for chain in chains {
+            self.chains.push(GfChain {
                 data,
                 data_len: data_len as u32,
-                first_scan: scans.len() as u32,
+                first_scan: self.scans.len() as u32,
                 scans: chain.len() as u32,
                 mcus_x: p.mcus_x,
                 mcus_y: p.mcus_y,
@@ -150,17 +166,13 @@ impl Launch {
                 };
                 for (k, &(ci, dc, ac)) in s.comps.iter().enumerate() {
                     g.comp[k] = ci;
-                    g.dc[k] = dc;
-                    g.ac[k] = ac;
+                    g.dc[k] = at(dc);
+                    g.ac[k] = at(ac);
                 }
-                scans.push(g);
+                self.scans.push(g);
             }
         }
-        Launch {
-            chains,
-            scans,
-            tables: p.tables.iter().map(GfHuff::from).collect(),
-        }
+        self.tables.extend(p.tables.iter().map(GfHuff::from));
     }
 }
 
@@ -193,7 +205,7 @@ pub struct Coefficients {
     pub status: Vec<u32>,
 }
 
-fn planned(path: &Path, data: &[u8], max_pixels: u64) -> Result<Plan> {
+pub(crate) fn planned(path: &Path, data: &[u8], max_pixels: u64) -> Result<Plan> {
     plan(data, max_pixels).map_err(|source| Error::Sample {
         path: path.to_path_buf(),
         source,
@@ -238,47 +250,57 @@ pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
     })
 }
 
+/// Launch `gf_progressive` (`f`) over `l`'s descriptors on `k`'s stream
+/// and return each chain's status (waits for the stream).
+pub(crate) fn launch_scans(
+    k: &super::launch::AugmentKernels,
+    f: &cudarc::driver::CudaFunction,
+    l: &Launch,
+) -> Result<Vec<u32>> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let s = &k.stream;
+    let chains = s.clone_htod(&l.chains).map_err(Error::cuda("upload"))?;
+    let scans = s.clone_htod(&l.scans).map_err(Error::cuda("upload"))?;
+    let tables = s.clone_htod(&l.tables).map_err(Error::cuda("upload"))?;
+    let mut status = k.zeros::<u32>(l.chains.len())?;
+    let n = l.chains.len() as u32;
+    let (n_scans, n_tables) = (l.scans.len() as u32, l.tables.len() as u32);
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(32), 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = s.launch_builder(f);
+    b.arg(&chains);
+    b.arg(&n);
+    b.arg(&scans);
+    b.arg(&n_scans);
+    b.arg(&tables);
+    b.arg(&n_tables);
+    b.arg(&mut status);
+    // SAFETY: the signature is (const GfChain*, u32, const GfScan*, u32,
+    // const GfHuff*, u32, u32*); the descriptors' lists are the uploads
+    // above, and the addresses inside them are the caller's buffers, alive
+    // until the download below has waited for the stream.
+    unsafe { b.launch(cfg) }.map_err(Error::cuda("kernel launch"))?;
+    k.download(&status)
+}
+
 /// Decode the scans of `data` with `gf_progressive` on CUDA device 0.
 /// Not part of the API.
 #[doc(hidden)]
 pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
-    use cudarc::driver::{LaunchConfig, PushKernelArg};
     let p = planned(path, data, max_pixels)?;
     let k = super::launch::AugmentKernels::new(0)?;
-    let f = k.progressive()?;
-    let s = &k.stream;
-    let dev_data = s.clone_htod(data).map_err(Error::cuda("upload"))?;
+    let (scan, _, _) = k.progressive()?;
+    let dev_data = k.stream.clone_htod(data).map_err(Error::cuda("upload"))?;
     let mut grids_dev = Vec::new();
     for c in 0..p.comps.len() {
         grids_dev.push(k.zeros::<i16>(p.coefficients(c))?);
     }
     let coef: Vec<u64> = grids_dev.iter().map(|g| k.address(g)).collect();
     let l = Launch::new(&p, k.address(&dev_data), data.len(), &coef);
-    let chains = s.clone_htod(&l.chains).map_err(Error::cuda("upload"))?;
-    let scans = s.clone_htod(&l.scans).map_err(Error::cuda("upload"))?;
-    let tables = s.clone_htod(&l.tables).map_err(Error::cuda("upload"))?;
-    let mut status = k.zeros::<u32>(l.chains.len())?;
-    let n = l.chains.len() as u32;
-    let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(32), 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let mut b = s.launch_builder(&f);
-    b.arg(&chains);
-    b.arg(&n);
-    b.arg(&scans);
-    let n_scans = l.scans.len() as u32;
-    b.arg(&n_scans);
-    b.arg(&tables);
-    let n_tables = l.tables.len() as u32;
-    b.arg(&n_tables);
-    b.arg(&mut status);
-    // SAFETY: the signature is (const GfChain*, u32, const GfScan*, u32,
-    // const GfHuff*, u32, u32*); every address in the descriptors is one of
-    // the buffers above, sized as the plan says, alive until the downloads
-    // below have waited for the stream.
-    unsafe { b.launch(cfg) }.map_err(Error::cuda("kernel launch"))?;
+    let status = launch_scans(&k, &scan, &l)?;
     let mut comps = grids(&p);
     for (g, d) in comps.iter_mut().zip(&grids_dev) {
         g.coef = k.download(d)?;
@@ -287,7 +309,7 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
         width: p.width,
         height: p.height,
         comps,
-        status: k.download(&status)?,
+        status,
     })
 }
 

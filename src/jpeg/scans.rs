@@ -100,6 +100,15 @@ pub(crate) struct Plan {
     pub mcus_y: u32,
     pub tables: Vec<Folded>,
     pub scans: Vec<Scan>,
+    /// A JFIF APP0 segment was seen (the file is YCbCr).
+    pub jfif: bool,
+    /// The Adobe APP14 segment's transform flag, if any.
+    pub adobe: Option<u8>,
+    /// Every coefficient of every component refined to its last bit.
+    /// Otherwise libjpeg smooths the blocks' low frequencies as it would
+    /// for a file still arriving (jdcoefct.c, `smoothing_ok`), which the
+    /// GPU's pixel stage does not do.
+    pub complete: bool,
 }
 
 impl Plan {
@@ -290,6 +299,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
     let mut quant: [Option<[u16; 64]>; 4] = [None; 4];
     let mut restart = 0u32;
     let mut scans = Vec::new();
+    let (mut jfif, mut adobe) = (false, None);
     let mut pos = 2usize;
     for _ in 0..MAX_SEGMENTS {
         let Some((marker, after)) = super::next_marker(data, pos) else {
@@ -363,6 +373,9 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
                     s = &s[need..];
                 }
             }
+            // As libjpeg reads them (jdmarker.c, examine_app0/14).
+            0xE0 if seg.len() >= 14 && seg.starts_with(b"JFIF\0") => jfif = true,
+            0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => adobe = Some(seg[11]),
             0xDD => {
                 if seg.len() < 2 {
                     return Err(corrupt("short DRI segment"));
@@ -401,6 +414,17 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
     if scans.is_empty() {
         return Err(SampleError::Truncated("no scan"));
     }
+    // libjpeg's coef_bits: the point transform of the last scan that
+    // coded each coefficient, -1 before any (jdphuff.c, start_pass).
+    let mut bits = vec![[-1i8; 64]; comps.len()];
+    for s in &scans {
+        for &(c, _, _) in &s.comps {
+            for b in &mut bits[c as usize][s.ss as usize..=s.se as usize] {
+                *b = s.al as i8;
+            }
+        }
+    }
+    let complete = bits.iter().all(|b| b.iter().all(|&v| v == 0));
     let (mcus_x, mcus_y) = (
         comps[0].stride / comps[0].h as u32,
         comps[0].rows / comps[0].v as u32,
@@ -413,6 +437,9 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
         mcus_y,
         tables,
         scans,
+        jfif,
+        adobe,
+        complete,
     })
 }
 

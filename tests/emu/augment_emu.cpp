@@ -1,4 +1,4 @@
-// Host emulation of kernels/augment.cu, photo.cu, mix.cu and progressive.cu: the kernel source compiled as plain
+// Host emulation of the kernels in kernels/: their source compiled as plain
 // C++ with CUDA's builtins replaced by host equivalents, and a driver that
 // runs every (block, thread) of a launch sequentially. Built by build.rs
 // with the `kernel-emu` feature; used by tests/kernel_emu.rs to compare the
@@ -83,6 +83,7 @@ static inline float gf_emu_f16_to_f32(unsigned short h) {
 #include "photo.cu"
 #include "mix.cu"
 #include "progressive.cu"
+#include "pixels.cu"
 
 typedef void (*GfKernel)(const GfTile*, GfLaunch, void*);
 
@@ -205,6 +206,34 @@ extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const 
         blockIdx.x = i / 32;
         threadIdx.x = i % 32;
         gf_progressive(chains, n, scans, n_scans, tables, n_tables, status);
+    }
+}
+
+// gf_idct over ceil(blocks / 64) blocks of 64 threads, one after another.
+extern "C" void gf_emu_idct(const GfPlane* planes, unsigned int n, unsigned int blocks) {
+    blockDim.x = 64;
+    blockDim.y = blockDim.z = 1;
+    blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    for (unsigned int b = 0; b < blocks; ++b) {
+        blockIdx.x = b / 64;
+        threadIdx.x = b % 64;
+        gf_idct(planes, n, blocks);
+    }
+}
+
+// gf_color over a grid of (ceil(width * height / 256), images).
+extern "C" void gf_emu_color(const GfColor* images, unsigned int n) {
+    blockDim.x = 256;
+    blockDim.y = blockDim.z = 1;
+    blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    for (unsigned int i = 0; i < n; ++i) {
+        blockIdx.y = i;
+        const unsigned int px = images[i].width * images[i].height;
+        for (unsigned int t = 0; t < px; ++t) {
+            blockIdx.x = t / 256;
+            threadIdx.x = t % 256;
+            gf_color(images);
+        }
     }
 }
 

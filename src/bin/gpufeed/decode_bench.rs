@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use anyhow::Context;
 use gpufeed::stage::DecodeBench;
 
 use super::ShareArg;
@@ -37,13 +36,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let data = super::data_or_sample(args.common.data)?;
-    let source = gpufeed::Source::recursive(&data)?;
-    let files = source
-        .samples()
-        .iter()
-        .map(|s| std::fs::read(&s.path).with_context(|| s.path.display().to_string()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let files = super::read_images(args.common.data)?;
     // The engine's width, as the library reports it (issue 16, item 2).
     let engine = match gpufeed::decode::nvjpeg::hardware_decoder_info() {
         Ok((engines, cores)) => {

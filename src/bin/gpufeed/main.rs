@@ -7,6 +7,7 @@ mod kernel_bench;
 mod pack;
 mod preview;
 mod procstat;
+mod progressive_bench;
 mod scan;
 
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ enum Command {
     KernelBench(kernel_bench::Args),
     /// Measure nvJPEG decoding alone on a CUDA device, per hardware share.
     DecodeBench(decode_bench::Args),
+    /// Progressive JPEGs decoded by gpufeed's own kernels on a GPU, timed
+    /// per kernel (not yet a pipeline route).
+    ProgressiveBench(progressive_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),
     /// Write WebDataset tar shards (KEY.jpg + KEY.cls) from a folder or list.
@@ -117,6 +121,18 @@ fn data_or_sample(data: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     bail!("no DATA given and the repository's data/sample was not found")
 }
 
+/// The bytes of every image under `data` (or the sample set), for the
+/// decode benches.
+fn read_images(data: Option<PathBuf>) -> anyhow::Result<Vec<Vec<u8>>> {
+    let data = data_or_sample(data)?;
+    let source = gpufeed::Source::recursive(&data)?;
+    source
+        .samples()
+        .iter()
+        .map(|s| std::fs::read(&s.path).with_context(|| s.path.display().to_string()))
+        .collect()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -135,6 +151,7 @@ fn main() -> ExitCode {
         Command::Index(args) => pack::index(args).map(|()| ExitCode::SUCCESS),
         Command::KernelBench(args) => kernel_bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::DecodeBench(args) => decode_bench::run(args).map(|()| ExitCode::SUCCESS),
+        Command::ProgressiveBench(args) => progressive_bench::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,51 @@
+//! `gpufeed progressive-bench`: progressive JPEGs decoded by gpufeed's own
+//! kernels on a GPU (issue 16: the files neither the hardware engine nor
+//! nvJPEG's GPU Huffman takes), one launch of each kernel per batch, with
+//! the CPU time planning costs per image. Not yet a pipeline route.
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder of images (searched recursively); the progressive JPEGs among
+    /// them are decoded, the others ignored. Device: CUDA device 0.
+    data: Option<std::path::PathBuf>,
+    /// Images per batch, drawn in turn from the progressive files.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Timed batches (after one warm-up).
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let files = super::read_images(args.data)?;
+    // Planning is the route's only CPU work: measured here, GPU or not.
+    let (taken, plan_ms) = gpufeed::cuda::prog_batch::plan_cost(&files);
+    if !args.json {
+        println!(
+            "{taken} of {} files taken; planning them all: {plan_ms:.4} CPU-ms per file taken",
+            files.len()
+        );
+    }
+    let r = gpufeed::cuda::prog_batch::bench(&files, args.batch.max(1), args.iters.max(1))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "files": r.files, "taken": r.taken, "plan_ms_per_image": r.plan_ms_per_image,
+                "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
+                "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
+                "faults": r.faults,
+            })
+        );
+    } else {
+        println!(
+            "batch {}: scans {:.2} ms, IDCT {:.2} ms, colour {:.2} ms (medians of {}): \
+             {:.0} img/s; {} faulted",
+            r.batch, r.scans_ms, r.idct_ms, r.color_ms, r.iters, r.img_per_s, r.faults
+        );
+    }
+    Ok(())
+}

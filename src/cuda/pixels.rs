@@ -1,0 +1,242 @@
+//! From a progressive file's coefficients to RGB8 pixels on the device:
+//! `#[repr(C)]` mirrors of `kernels/pixels.cuh` and the descriptors of
+//! `gf_idct` and `gf_color` for one planned file, on the emulated device
+//! (feature `kernel-emu`) or a GPU. The kernels compute what libjpeg-turbo
+//! computes with TurboJPEG's defaults (accurate integer IDCT, fancy
+//! upsampling), which tests/progressive.rs checks bit for bit.
+
+use std::mem::{offset_of, size_of};
+
+use crate::error::{Result, SampleError};
+use crate::jpeg::scans::Plan;
+
+/// `GfPlane`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GfPlane {
+    pub(crate) coef: u64,
+    pub(crate) out: u64,
+    pub(crate) stride: u32,
+    pub(crate) rows: u32,
+    pub(crate) first: u32,
+    pub(crate) pad: u32,
+    pub(crate) quant: [i16; 64],
+}
+
+/// `GfColor`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GfColor {
+    pub(crate) plane: [u64; 3],
+    pub(crate) out: u64,
+    pub(crate) pitch: [u32; 3],
+    pub(crate) dw: [u32; 3],
+    pub(crate) dh: [u32; 3],
+    pub(crate) out_pitch: u32,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) mode: [u8; 3],
+    pub(crate) he: [u8; 3],
+    pub(crate) ve: [u8; 3],
+    pub(crate) color: u8,
+    pub(crate) pad: [u8; 6],
+}
+
+const _: () = assert!(size_of::<GfPlane>() == 160);
+const _: () = assert!(offset_of!(GfPlane, quant) == 32);
+const _: () = assert!(size_of::<GfColor>() == 96);
+const _: () = assert!(offset_of!(GfColor, pitch) == 32);
+
+/// `GF_UP_*` and `GF_COLOR_*` (pixels.cuh).
+const UP_FULL: u8 = 0;
+const UP_H2V1: u8 = 1;
+const UP_H1V2: u8 = 2;
+const UP_H2V2: u8 = 3;
+const UP_REPLICATE: u8 = 4;
+const COLOR_GRAY: u8 = 0;
+const COLOR_YCC: u8 = 1;
+const COLOR_RGB: u8 = 2;
+
+/// The colour conversion of a planned file, as libjpeg chooses it
+/// (jdapimin.c, `default_decompress_parms`), and each plane's upsampling
+/// (jdsample.c, `jinit_upsampler`, fancy upsampling on). Planes at
+/// `plane[c]` (`pitch[c]` bytes per row); RGB8 out at `out`.
+pub(crate) fn color(
+    p: &Plan,
+    plane: &[u64],
+    out: u64,
+    out_pitch: u32,
+) -> Result<GfColor, SampleError> {
+    if !p.complete {
+        return Err(SampleError::Unsupported(
+            "an incomplete progression (libjpeg smooths its blocks)".into(),
+        ));
+    }
+    let color = match p.comps.len() {
+        1 => COLOR_GRAY,
+        3 if p.jfif => COLOR_YCC,
+        3 if p.adobe.is_some() => {
+            if p.adobe == Some(0) {
+                COLOR_RGB
+            } else {
+                COLOR_YCC
+            }
+        }
+        3 if p.comps.iter().map(|c| c.id).eq([b'R', b'G', b'B']) => COLOR_RGB,
+        3 => COLOR_YCC,
+        n => {
+            return Err(SampleError::Unsupported(format!(
+                "{n} components on the GPU progressive route"
+            )));
+        }
+    };
+    let hmax = p.comps.iter().map(|c| c.h).max().unwrap_or(1);
+    let vmax = p.comps.iter().map(|c| c.v).max().unwrap_or(1);
+    let mut g = GfColor {
+        out,
+        out_pitch,
+        width: p.width,
+        height: p.height,
+        color,
+        ..GfColor::default()
+    };
+    for (i, c) in p.comps.iter().enumerate() {
+        let (hm, vm) = if p.comps.len() == 1 {
+            (c.h, c.v)
+        } else {
+            (hmax, vmax)
+        };
+        g.plane[i] = plane[i];
+        g.pitch[i] = c.stride * 8;
+        g.dw[i] = (p.width * c.h as u32).div_ceil(hm as u32);
+        g.dh[i] = (p.height * c.v as u32).div_ceil(vm as u32);
+        let (h, v) = (c.h, c.v);
+        let fancy_width = g.dw[i] > 2;
+        g.mode[i] = if (h, v) == (hm, vm) {
+            UP_FULL
+        } else if h * 2 == hm && v == vm && fancy_width {
+            UP_H2V1
+        } else if h == hm && v * 2 == vm {
+            UP_H1V2
+        } else if h * 2 == hm && v * 2 == vm && fancy_width {
+            UP_H2V2
+        } else if hm % h == 0 && vm % v == 0 {
+            UP_REPLICATE
+        } else {
+            return Err(SampleError::Unsupported(
+                "fractional sampling ratios".into(),
+            ));
+        };
+        g.he[i] = hm / h;
+        g.ve[i] = vm / v;
+    }
+    Ok(g)
+}
+
+/// The IDCT planes of a planned file: component `c`'s coefficients at
+/// `coef[c]`, its samples to `out[c]`; blocks numbered from `first`.
+pub(crate) fn planes(p: &Plan, coef: &[u64], out: &[u64], mut first: u32) -> Vec<GfPlane> {
+    p.comps
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            // libjpeg-turbo's SIMD build keeps multipliers in 16 bits
+            // (jmorecfg.h, MULTIPLIER short): a 16-bit table entry over
+            // 32767 multiplies as its wrapped value there too.
+            let quant = c.quant.unwrap_or([0; 64]).map(|q| q as i16);
+            let g = GfPlane {
+                coef: coef[i],
+                out: out[i],
+                stride: c.stride,
+                rows: c.rows,
+                first,
+                pad: 0,
+                quant,
+            };
+            first += c.stride * c.rows;
+            g
+        })
+        .collect()
+}
+
+/// A file decoded to RGB8 by the three kernels, and the scan decoder's
+/// status per chain ([`super::progressive::SCAN_STATUS`]); the pixels mean
+/// nothing unless every status is 0.
+#[derive(Debug, Clone)]
+pub struct Rgb {
+    /// Image size.
+    pub width: u32,
+    /// Image height.
+    pub height: u32,
+    /// `width * 3` bytes per row.
+    pub pixels: Vec<u8>,
+    /// Per chain of scans.
+    pub status: Vec<u32>,
+}
+
+/// Decode `data` to RGB8 with the kernel sources compiled for the host.
+/// Not part of the API.
+#[cfg(feature = "kernel-emu")]
+#[doc(hidden)]
+pub fn emu_rgb(path: &std::path::Path, data: &[u8], max_pixels: u64) -> Result<Rgb> {
+    use super::progressive::{Coefficients, planned};
+    let sample_error = |source| crate::error::Error::Sample {
+        path: path.to_path_buf(),
+        source,
+    };
+    let p = planned(path, data, max_pixels)?;
+    let Coefficients {
+        mut comps, status, ..
+    } = super::progressive::emu_coefficients(path, data, max_pixels)?;
+    let mut samples: Vec<Vec<u8>> = comps.iter().map(|g| vec![0u8; g.coef.len()]).collect();
+    let coef: Vec<u64> = comps
+        .iter_mut()
+        .map(|g| g.coef.as_mut_ptr() as u64)
+        .collect();
+    let out: Vec<u64> = samples.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
+    let mut pixels = vec![0u8; p.width as usize * p.height as usize * 3];
+    let c = color(&p, &out, pixels.as_mut_ptr() as u64, p.width * 3).map_err(sample_error)?;
+    let planes = planes(&p, &coef, &out, 0);
+    let blocks = planes.iter().map(|g| g.stride * g.rows).sum();
+    // SAFETY: every plane's coefficients and samples are the Vecs above,
+    // stride * rows blocks each (64 i16 and 64 bytes a block), and the
+    // colour pass reads those samples and writes `pixels`, width * height
+    // * 3 bytes at width * 3 a row; all outlive the synchronous calls.
+    unsafe {
+        super::emu::idct(&planes, blocks);
+        super::emu::color(&[c]);
+    }
+    Ok(Rgb {
+        width: p.width,
+        height: p.height,
+        pixels,
+        status,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::desc::tests::number_after;
+    use super::*;
+
+    #[test]
+    fn header_states_the_same_layout() {
+        let h = include_str!("../../kernels/pixels.cuh");
+        assert_eq!(number_after(h, "sizeof(GfPlane) =="), size_of::<GfPlane>());
+        assert_eq!(number_after(h, "sizeof(GfColor) =="), size_of::<GfColor>());
+        assert_eq!(number_after(h, "quant at"), offset_of!(GfPlane, quant));
+        assert_eq!(number_after(h, "pitch at"), offset_of!(GfColor, pitch));
+        for (name, v) in [
+            ("GF_UP_FULL", UP_FULL),
+            ("GF_UP_H2V1", UP_H2V1),
+            ("GF_UP_H1V2", UP_H1V2),
+            ("GF_UP_H2V2", UP_H2V2),
+            ("GF_UP_REPLICATE", UP_REPLICATE),
+            ("GF_COLOR_GRAY", COLOR_GRAY),
+            ("GF_COLOR_YCC", COLOR_YCC),
+            ("GF_COLOR_RGB", COLOR_RGB),
+        ] {
+            assert_eq!(number_after(h, &format!("#define {name} ")), v as usize);
+        }
+    }
+}
