@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-THREADS = ["readers", "workers", "engine lanes", "batch thread", "consumer", "other"]
+THREADS = ["readers", "workers", "engine lanes", "progressive lanes", "batch thread", "consumer", "other"]
 
 
 def runs_in(path):

@@ -379,6 +379,17 @@ for phase in "${phases[@]}"; do
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers
       grow_data
+      # The progressive lanes in the pipeline (GPUFEED_PROGRESSIVE_GPU=1,
+      # src/stage/cuda/prog_route.rs; never run): the device stage's tests
+      # with them (data/sample has 2 progressive photos), the shares sweep
+      # (the workers' CPU column should lose the ~0.1 CPU-ms per image
+      # that the progressive photos' Huffman decoding costs: issue 16's
+      # 0.1 CPU-ms), and the whole corpus through them.
+      GPUFEED_PROGRESSIVE_GPU=1 step device-stage-progressive-gpu 150 "$bin/test-device_stage" \
+        gpu_ --test-threads=1 --nocapture
+      pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
+      GPUFEED_PROGRESSIVE_GPU=1 step corpus-progressive-gpu 180 "$bin/test-corpus" whole_corpus \
+        --nocapture
       # Issue 16, item 3: both routes at once ran slower than either alone
       # (share 0.5: 13,700-14,000 img/s; 0: 16,900-17,300; 1: 15,600-16,800),
       # with the engine 96 % busy on half the images. A timeline of it, and

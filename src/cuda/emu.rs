@@ -5,9 +5,8 @@
 //! without a GPU.
 
 use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
+use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{LaunchKind, StageLaunch};
-use super::pixels::{GfColor, GfPlane};
-use super::progressive::{GfChain, GfHuff, GfScan};
 
 unsafe extern "C" {
     fn gf_emu_augment(

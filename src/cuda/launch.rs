@@ -25,17 +25,6 @@ unsafe impl DeviceRepr for GfTile {}
 unsafe impl DeviceRepr for GfLaunch {}
 // SAFETY: as above (GfMix: integers and floats, layout asserted in desc.rs).
 unsafe impl DeviceRepr for super::desc::GfMix {}
-// SAFETY: as above: integers only (device addresses as u64), layouts
-// asserted in progressive.rs against kernels/scan.cuh.
-unsafe impl DeviceRepr for super::progressive::GfChain {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for super::progressive::GfScan {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for super::progressive::GfHuff {}
-// SAFETY: as above (integers, layouts asserted in pixels.rs).
-unsafe impl DeviceRepr for super::pixels::GfPlane {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for super::pixels::GfColor {}
 
 /// `gf_progressive`, `gf_idct` and `gf_color`.
 pub(crate) type ProgressiveKernels = (CudaFunction, CudaFunction, CudaFunction);

@@ -16,6 +16,7 @@ pub(crate) mod buffer;
 pub(crate) mod desc;
 #[cfg(feature = "kernel-emu")]
 pub(crate) mod emu;
+pub(crate) mod jpeg_desc;
 #[doc(hidden)]
 pub mod kernel_check;
 pub(crate) mod lanes;

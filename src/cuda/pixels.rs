@@ -1,61 +1,14 @@
 //! From a progressive file's coefficients to RGB8 pixels on the device:
-//! `#[repr(C)]` mirrors of `kernels/pixels.cuh` and the descriptors of
-//! `gf_idct` and `gf_color` for one planned file, on the emulated device
-//! (feature `kernel-emu`) or a GPU. The kernels compute what libjpeg-turbo
-//! computes with TurboJPEG's defaults (accurate integer IDCT, fancy
-//! upsampling), which tests/progressive.rs checks bit for bit.
+//! the descriptors of `gf_idct` and `gf_color` (the structs are in
+//! `jpeg_desc.rs`) for one planned file, and one file decoded on the
+//! emulated device (feature `kernel-emu`). The kernels compute what
+//! libjpeg-turbo computes with TurboJPEG's defaults (accurate integer
+//! IDCT, fancy upsampling), which tests/progressive.rs checks bit for bit.
 
-use std::mem::{offset_of, size_of};
+use super::jpeg_desc::*;
 
 use crate::error::{Result, SampleError};
 use crate::jpeg::scans::Plan;
-
-/// `GfPlane`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GfPlane {
-    pub(crate) coef: u64,
-    pub(crate) out: u64,
-    pub(crate) stride: u32,
-    pub(crate) rows: u32,
-    pub(crate) first: u32,
-    pub(crate) pad: u32,
-    pub(crate) quant: [i16; 64],
-}
-
-/// `GfColor`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GfColor {
-    pub(crate) plane: [u64; 3],
-    pub(crate) out: u64,
-    pub(crate) pitch: [u32; 3],
-    pub(crate) dw: [u32; 3],
-    pub(crate) dh: [u32; 3],
-    pub(crate) out_pitch: u32,
-    pub(crate) width: u32,
-    pub(crate) height: u32,
-    pub(crate) mode: [u8; 3],
-    pub(crate) he: [u8; 3],
-    pub(crate) ve: [u8; 3],
-    pub(crate) color: u8,
-    pub(crate) pad: [u8; 6],
-}
-
-const _: () = assert!(size_of::<GfPlane>() == 160);
-const _: () = assert!(offset_of!(GfPlane, quant) == 32);
-const _: () = assert!(size_of::<GfColor>() == 96);
-const _: () = assert!(offset_of!(GfColor, pitch) == 32);
-
-/// `GF_UP_*` and `GF_COLOR_*` (pixels.cuh).
-const UP_FULL: u8 = 0;
-const UP_H2V1: u8 = 1;
-const UP_H1V2: u8 = 2;
-const UP_H2V2: u8 = 3;
-const UP_REPLICATE: u8 = 4;
-const COLOR_GRAY: u8 = 0;
-const COLOR_YCC: u8 = 1;
-const COLOR_RGB: u8 = 2;
 
 /// The colour conversion of a planned file, as libjpeg chooses it
 /// (jdapimin.c, `default_decompress_parms`), and each plane's upsampling
@@ -212,31 +165,4 @@ pub fn emu_rgb(path: &std::path::Path, data: &[u8], max_pixels: u64) -> Result<R
         pixels,
         status,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::desc::tests::number_after;
-    use super::*;
-
-    #[test]
-    fn header_states_the_same_layout() {
-        let h = include_str!("../../kernels/pixels.cuh");
-        assert_eq!(number_after(h, "sizeof(GfPlane) =="), size_of::<GfPlane>());
-        assert_eq!(number_after(h, "sizeof(GfColor) =="), size_of::<GfColor>());
-        assert_eq!(number_after(h, "quant at"), offset_of!(GfPlane, quant));
-        assert_eq!(number_after(h, "pitch at"), offset_of!(GfColor, pitch));
-        for (name, v) in [
-            ("GF_UP_FULL", UP_FULL),
-            ("GF_UP_H2V1", UP_H2V1),
-            ("GF_UP_H1V2", UP_H1V2),
-            ("GF_UP_H2V2", UP_H2V2),
-            ("GF_UP_REPLICATE", UP_REPLICATE),
-            ("GF_COLOR_GRAY", COLOR_GRAY),
-            ("GF_COLOR_YCC", COLOR_YCC),
-            ("GF_COLOR_RGB", COLOR_RGB),
-        ] {
-            assert_eq!(number_after(h, &format!("#define {name} ")), v as usize);
-        }
-    }
 }

@@ -1,211 +1,322 @@
 //! Many progressive files decoded by one launch of each kernel
-//! (`gf_progressive`, `gf_idct`, `gf_color`) on CUDA device 0: the shape a
-//! route would give them, and `gpufeed progressive-bench`, which times it
-//! (issue 16: whether decoding progressive files on the GPU is fast enough
-//! to take their CPU Huffman work away).
+//! (`gf_progressive`, `gf_idct`, `gf_color`): device buffers that grow to
+//! the largest batch met and are then reused (a free in the driver waits
+//! for the whole device), the descriptors of a batch, its launches; and
+//! `gpufeed progressive-bench`, which times them (issue 16: whether
+//! decoding progressive files on the GPU is fast enough to take their CPU
+//! Huffman work away).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{ValidAsZeroBits, sys::CUevent_flags};
 
-use super::launch::AugmentKernels;
-use super::pixels::{GfColor, GfPlane, Rgb, color, planes};
+use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
+use super::launch::{AugmentKernels, ProgressiveKernels};
+use super::pixels::{Rgb, color, planes};
 use super::progressive::{Launch, planned};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
 
-/// A batch on the device: the files' bytes, their coefficient grids and
-/// sample planes, their RGB8 outputs, and every descriptor, uploaded once.
-pub(crate) struct DeviceBatch {
-    scan: CudaFunction,
-    idct: CudaFunction,
-    colour: CudaFunction,
-    launch: Launch,
-    chains: CudaSlice<super::progressive::GfChain>,
-    scans: CudaSlice<super::progressive::GfScan>,
-    tables: CudaSlice<super::progressive::GfHuff>,
-    planes: CudaSlice<GfPlane>,
-    colors: CudaSlice<GfColor>,
-    coef: CudaSlice<i16>,
-    status: CudaSlice<u32>,
-    rgb: CudaSlice<u8>,
-    /// Each image's `(width, height, offset into rgb)`.
-    images: Vec<(u32, u32, usize)>,
-    blocks: u32,
-    most_pixels: u32,
-    // Kept alive for the descriptors that address them.
-    _data: CudaSlice<u8>,
-    _samples: CudaSlice<u8>,
+/// The host side of one batch: every descriptor, with the device
+/// addresses of its parts laid out from bases the caller gives.
+pub(crate) struct Layout {
+    pub(crate) launch: Launch,
+    pub(crate) planes: Vec<GfPlane>,
+    pub(crate) colors: Vec<GfColor>,
+    pub(crate) blocks: u32,
+    pub(crate) most_pixels: u32,
 }
 
-impl DeviceBatch {
-    /// Upload `files` (each planned, `plans[i]` for `files[i]`) to `k`'s
-    /// device. Errors if a file's colour or sampling is not one
-    /// `gf_color` does.
-    pub(crate) fn new(k: &AugmentKernels, plans: &[Plan], files: &[&[u8]]) -> Result<DeviceBatch> {
-        let (scan, idct, colour) = k.progressive()?;
-        let s = &k.stream;
-        let bytes: Vec<u8> = files.concat();
-        let data = s.clone_htod(&bytes).map_err(Error::cuda("upload"))?;
-        let coefs: usize = plans
-            .iter()
-            .map(|p| (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>())
-            .sum();
-        let pixels: usize = plans
-            .iter()
-            .map(|p| p.width as usize * p.height as usize * 3)
-            .sum();
-        let coef = k.zeros::<i16>(coefs.max(1))?;
-        let samples = k.zeros::<u8>(coefs.max(1))?;
-        let rgb = k.zeros::<u8>(pixels.max(1))?;
-        let (data_at, coef_at, samples_at, rgb_at) = (
-            k.address(&data),
-            k.address(&coef),
-            k.address(&samples),
-            k.address(&rgb),
-        );
-        let mut launch = Launch::default();
-        let (mut gplanes, mut gcolors, mut images) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut at_data, mut at_coef, mut at_rgb, mut blocks) = (0usize, 0usize, 0usize, 0u32);
-        for (p, f) in plans.iter().zip(files) {
+/// What a batch of `plans` needs: bytes of the files, coefficients (i16,
+/// as many sample bytes).
+pub(crate) fn sizes(plans: &[Plan], files: &[&[u8]]) -> (usize, usize) {
+    let bytes = files.iter().map(|f| f.len()).sum();
+    let coefs = plans
+        .iter()
+        .map(|p| (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>())
+        .sum();
+    (bytes, coefs)
+}
+
+impl Layout {
+    /// The descriptors of `plans` (for `files`): their bytes packed from
+    /// `data`, coefficients from `coef`, samples from `samples`, image `i`
+    /// written as RGB8 at `out[i]` (`(address, bytes per row)`). An error
+    /// names the first file whose colour or sampling `gf_color` lacks.
+    pub(crate) fn new(
+        plans: &[Plan],
+        files: &[&[u8]],
+        (data, coef, samples): (u64, u64, u64),
+        out: &[(u64, u32)],
+    ) -> std::result::Result<Layout, (usize, SampleError)> {
+        let mut l = Layout {
+            launch: Launch::default(),
+            planes: Vec::new(),
+            colors: Vec::new(),
+            blocks: 0,
+            most_pixels: 0,
+        };
+        let (mut at_data, mut at_coef) = (0u64, 0u64);
+        for (i, ((p, f), &(dest, pitch))) in plans.iter().zip(files).zip(out).enumerate() {
             let mut c_addr = Vec::new();
             let mut s_addr = Vec::new();
             for c in 0..p.comps.len() {
-                c_addr.push(coef_at + 2 * at_coef as u64);
-                s_addr.push(samples_at + at_coef as u64);
-                at_coef += p.coefficients(c);
+                c_addr.push(coef + 2 * at_coef);
+                s_addr.push(samples + at_coef);
+                at_coef += p.coefficients(c) as u64;
             }
-            launch.push(p, data_at + at_data as u64, f.len(), &c_addr);
-            let g = color(p, &s_addr, rgb_at + at_rgb as u64, p.width * 3).map_err(|source| {
-                Error::Sample {
-                    path: Path::new("(batch)").to_path_buf(),
-                    source,
-                }
-            })?;
-            let ps = planes(p, &c_addr, &s_addr, blocks);
-            blocks += ps.iter().map(|g| g.stride * g.rows).sum::<u32>();
-            gplanes.extend(ps);
-            gcolors.push(g);
-            images.push((p.width, p.height, at_rgb));
-            at_data += f.len();
-            at_rgb += p.width as usize * p.height as usize * 3;
+            l.launch.push(p, data + at_data, f.len(), &c_addr);
+            l.colors
+                .push(color(p, &s_addr, dest, pitch).map_err(|e| (i, e))?);
+            let ps = planes(p, &c_addr, &s_addr, l.blocks);
+            l.blocks += ps.iter().map(|g| g.stride * g.rows).sum::<u32>();
+            l.planes.extend(ps);
+            l.most_pixels = l.most_pixels.max(p.width * p.height);
+            at_data += f.len() as u64;
         }
+        Ok(l)
+    }
+}
+
+/// A device buffer that grows (to twice its size, at least) and is
+/// otherwise kept.
+struct Grown<T>(Option<CudaSlice<T>>);
+
+impl<T: DeviceRepr + ValidAsZeroBits> Grown<T> {
+    fn at_least(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<&mut CudaSlice<T>> {
+        let small = self.0.as_ref().is_none_or(|b| b.len() < n);
+        if small {
+            let len = n.max(self.0.as_ref().map_or(0, |b| 2 * b.len())).max(1);
+            self.0 = None;
+            self.0 = Some(stream.alloc_zeros(len).map_err(Error::cuda("allocate"))?);
+        }
+        Ok(self.0.as_mut().expect("allocated above"))
+    }
+
+    fn address(&self, stream: &Arc<CudaStream>) -> u64 {
+        use cudarc::driver::DevicePtr;
+        self.0.as_ref().map_or(0, |b| b.device_ptr(stream).0)
+    }
+
+    fn bytes(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |b| b.len() * std::mem::size_of::<T>())
+    }
+}
+
+/// Device buffers for batches of progressive files on one stream, grown
+/// as batches need and reused.
+pub(crate) struct Buffers {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: ProgressiveKernels,
+    data: Grown<u8>,
+    coef: Grown<i16>,
+    samples: Grown<u8>,
+    chains: Grown<GfChain>,
+    scans: Grown<GfScan>,
+    tables: Grown<GfHuff>,
+    planes: Grown<GfPlane>,
+    colors: Grown<GfColor>,
+    status: Grown<u32>,
+}
+
+/// A batch put on the device by [`Buffers::put`]: the counts its
+/// launches need.
+pub(crate) struct Put {
+    chains: u32,
+    scans: u32,
+    tables: u32,
+    planes: u32,
+    images: u32,
+    blocks: u32,
+    most_pixels: u32,
+    coefs: usize,
+    /// Chains per file, in order.
+    pub(crate) chains_of: Vec<usize>,
+}
+
+impl Buffers {
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        stream: Arc<CudaStream>,
+        kernels: ProgressiveKernels,
+    ) -> Buffers {
+        Buffers {
+            ctx: ctx.clone(),
+            stream,
+            kernels,
+            data: Grown(None),
+            coef: Grown(None),
+            samples: Grown(None),
+            chains: Grown(None),
+            scans: Grown(None),
+            tables: Grown(None),
+            planes: Grown(None),
+            colors: Grown(None),
+            status: Grown(None),
+        }
+    }
+
+    /// Device bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.bytes()
+            + self.coef.bytes()
+            + self.samples.bytes()
+            + self.chains.bytes()
+            + self.scans.bytes()
+            + self.tables.bytes()
+            + self.planes.bytes()
+            + self.colors.bytes()
+            + self.status.bytes()
+    }
+
+    /// Upload `plans`' files and descriptors, image `i` to be written at
+    /// `out[i]`; an error of one file is `(its index, why)`.
+    pub(crate) fn put(
+        &mut self,
+        plans: &[Plan],
+        files: &[&[u8]],
+        out: &[(u64, u32)],
+    ) -> Result<std::result::Result<Put, (usize, SampleError)>> {
+        let s = self.stream.clone();
+        self.ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind context"))?;
+        let (bytes, coefs) = sizes(plans, files);
+        self.data.at_least(&s, bytes)?;
+        self.coef.at_least(&s, coefs)?;
+        self.samples.at_least(&s, coefs)?;
+        let bases = (
+            self.data.address(&s),
+            self.coef.address(&s),
+            self.samples.address(&s),
+        );
+        let l = match Layout::new(plans, files, bases, out) {
+            Ok(l) => l,
+            Err(e) => return Ok(Err(e)),
+        };
         let up = Error::cuda("upload");
-        Ok(DeviceBatch {
-            scan,
-            idct,
-            colour,
-            chains: s.clone_htod(&launch.chains).map_err(&up)?,
-            scans: s.clone_htod(&launch.scans).map_err(&up)?,
-            tables: s.clone_htod(&launch.tables).map_err(&up)?,
-            planes: s.clone_htod(&gplanes).map_err(&up)?,
-            colors: s.clone_htod(&gcolors).map_err(&up)?,
-            status: k.zeros::<u32>(launch.chains.len().max(1))?,
-            most_pixels: images.iter().map(|&(w, h, _)| w * h).max().unwrap_or(0),
-            launch,
-            coef,
-            rgb,
-            images,
-            blocks,
-            _data: data,
-            _samples: samples,
-        })
+        let packed: Vec<u8> = files.concat();
+        let data = self.data.at_least(&s, bytes)?;
+        s.memcpy_htod(&packed, &mut data.slice_mut(..bytes))
+            .map_err(&up)?;
+        upload(&s, &mut self.chains, &l.launch.chains)?;
+        upload(&s, &mut self.scans, &l.launch.scans)?;
+        upload(&s, &mut self.tables, &l.launch.tables)?;
+        upload(&s, &mut self.planes, &l.planes)?;
+        upload(&s, &mut self.colors, &l.colors)?;
+        self.status.at_least(&s, l.launch.chains.len())?;
+        Ok(Ok(Put {
+            chains: l.launch.chains.len() as u32,
+            scans: l.launch.scans.len() as u32,
+            tables: l.launch.tables.len() as u32,
+            planes: l.planes.len() as u32,
+            images: l.colors.len() as u32,
+            blocks: l.blocks,
+            most_pixels: l.most_pixels,
+            coefs,
+            chains_of: l.launch.chains_of,
+        }))
     }
 
-    /// Queue the three kernels on `k`'s stream.
-    pub(crate) fn queue(&mut self, k: &AugmentKernels) -> Result<()> {
-        self.queue_scans(k)?;
-        self.queue_idct(k)?;
-        self.queue_color(k)
-    }
-
-    /// The coefficients zeroed (progressive decoding builds on zero),
-    /// then `gf_progressive`.
-    fn queue_scans(&mut self, k: &AugmentKernels) -> Result<()> {
-        let s = &k.stream;
-        s.memset_zeros(&mut self.coef)
+    /// Queue the coefficients' zeroing (progressive decoding builds on
+    /// zero) and `gf_progressive`.
+    pub(crate) fn queue_scans(&mut self, p: &Put) -> Result<()> {
+        let s = self.stream.clone();
+        let coef = self.coef.at_least(&s, p.coefs)?;
+        s.memset_zeros(&mut coef.slice_mut(..p.coefs))
             .map_err(Error::cuda("memset"))?;
-        let n = self.launch.chains.len() as u32;
-        let n_scans = self.launch.scans.len() as u32;
-        let n_tables = self.launch.tables.len() as u32;
-        let mut b = s.launch_builder(&self.scan);
-        b.arg(&self.chains);
-        b.arg(&n);
-        b.arg(&self.scans);
-        b.arg(&n_scans);
-        b.arg(&self.tables);
-        b.arg(&n_tables);
-        b.arg(&mut self.status);
+        let (chains, scans, tables) = (
+            self.chains.address(&s),
+            self.scans.address(&s),
+            self.tables.address(&s),
+        );
+        let status = self.status.address(&s);
+        let mut b = s.launch_builder(&self.kernels.0);
+        b.arg(&chains);
+        b.arg(&p.chains);
+        b.arg(&scans);
+        b.arg(&p.scans);
+        b.arg(&tables);
+        b.arg(&p.tables);
+        b.arg(&status);
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(32).max(1), 1, 1),
+            grid_dim: (p.chains.div_ceil(32).max(1), 1, 1),
             block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: (const GfChain*, u32, const GfScan*, u32, const GfHuff*,
-        // u32, u32*): the lists are this batch's uploads, and every address
-        // in them is one of its buffers, sized by the plans; all live as
-        // long as `self`, which the caller keeps until the stream is done.
+        // u32, u32*), device addresses passed as pointers: the lists and
+        // the buffers the descriptors address are this object's, filled by
+        // `put` on this stream and kept until the caller has waited for it
+        // (they are replaced only by a later `put`, after that wait).
         unsafe { b.launch(cfg) }
             .map(drop)
             .map_err(Error::cuda("kernel launch"))
     }
 
-    fn queue_idct(&mut self, k: &AugmentKernels) -> Result<()> {
-        let n_planes = self.planes.len() as u32;
-        let mut b = k.stream.launch_builder(&self.idct);
-        b.arg(&self.planes);
-        b.arg(&n_planes);
-        b.arg(&self.blocks);
+    /// Queue `gf_idct`.
+    pub(crate) fn queue_idct(&mut self, p: &Put) -> Result<()> {
+        let s = self.stream.clone();
+        let planes = self.planes.address(&s);
+        let mut b = s.launch_builder(&self.kernels.1);
+        b.arg(&planes);
+        b.arg(&p.planes);
+        b.arg(&p.blocks);
         let cfg = LaunchConfig {
-            grid_dim: (self.blocks.div_ceil(64).max(1), 1, 1),
+            grid_dim: (p.blocks.div_ceil(64).max(1), 1, 1),
             block_dim: (64, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: (const GfPlane*, u32, u32): planes address this batch's
-        // coefficient and sample buffers, stride * rows blocks each.
+        // SAFETY: (const GfPlane*, u32, u32): as in `queue_scans`, the
+        // planes address this object's coefficient and sample buffers.
         unsafe { b.launch(cfg) }
             .map(drop)
             .map_err(Error::cuda("kernel launch"))
     }
 
-    fn queue_color(&mut self, k: &AugmentKernels) -> Result<()> {
-        let mut b = k.stream.launch_builder(&self.colour);
-        b.arg(&self.colors);
+    /// Queue `gf_color`, which writes each image at its `out` address.
+    pub(crate) fn queue_color(&mut self, p: &Put) -> Result<()> {
+        let s = self.stream.clone();
+        let colors = self.colors.address(&s);
+        let mut b = s.launch_builder(&self.kernels.2);
+        b.arg(&colors);
         let cfg = LaunchConfig {
-            grid_dim: (
-                self.most_pixels.div_ceil(256).max(1),
-                self.images.len() as u32,
-                1,
-            ),
+            grid_dim: (p.most_pixels.div_ceil(256).max(1), p.images.max(1), 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: (const GfColor*): one per image, reading its sample
-        // planes and writing its part of `rgb`, all this batch's.
+        // planes (this object's) and writing width * height * 3 bytes at
+        // out_pitch per row at its `out`, which `put`'s caller provides.
         unsafe { b.launch(cfg) }
             .map(drop)
             .map_err(Error::cuda("kernel launch"))
     }
 
-    /// Each image's RGB8 and chain statuses (waits for the stream).
-    pub(crate) fn download(&self, k: &AugmentKernels) -> Result<Vec<Rgb>> {
-        let rgb = k.download(&self.rgb)?;
-        let status = k.download(&self.status)?;
-        let mut out = Vec::new();
-        let mut chain = 0usize;
-        for (i, &(w, h, at)) in self.images.iter().enumerate() {
-            let n = self.launch.chains_of[i];
-            out.push(Rgb {
-                width: w,
-                height: h,
-                pixels: rgb[at..at + w as usize * h as usize * 3].to_vec(),
-                status: status[chain..chain + n].to_vec(),
-            });
-            chain += n;
-        }
-        Ok(out)
+    /// The chains' statuses of the last batch (waits for the stream).
+    pub(crate) fn status(&mut self, p: &Put) -> Result<Vec<u32>> {
+        let s = self.stream.clone();
+        let st = self.status.at_least(&s, p.chains as usize)?;
+        s.clone_dtoh(&st.slice(..p.chains as usize))
+            .map_err(Error::cuda("download"))
     }
+}
+
+/// Grow `buf` to hold `v` and copy `v` to its start.
+fn upload<T: DeviceRepr + ValidAsZeroBits>(
+    s: &Arc<CudaStream>,
+    buf: &mut Grown<T>,
+    v: &[T],
+) -> Result<()> {
+    let b = buf.at_least(s, v.len())?;
+    s.memcpy_htod(v, &mut b.slice_mut(..v.len()))
+        .map_err(Error::cuda("upload"))
 }
 
 /// Decode `data` to RGB8 with the three kernels on CUDA device 0, as a
@@ -214,15 +325,24 @@ impl DeviceBatch {
 pub fn gpu_rgb(path: &Path, data: &[u8], max_pixels: u64) -> Result<Rgb> {
     let p = planned(path, data, max_pixels)?;
     let k = AugmentKernels::new(0)?;
-    let mut b = DeviceBatch::new(&k, std::slice::from_ref(&p), &[data]).map_err(|e| match e {
-        Error::Sample { source, .. } => Error::Sample {
+    let mut b = Buffers::new(&k.ctx, k.stream.clone(), k.progressive()?);
+    let rgb = k.zeros::<u8>(p.width as usize * p.height as usize * 3)?;
+    let out = [(k.address(&rgb), p.width * 3)];
+    let put = b
+        .put(std::slice::from_ref(&p), &[data], &out)?
+        .map_err(|(_, source)| Error::Sample {
             path: path.to_path_buf(),
             source,
-        },
-        e => e,
-    })?;
-    b.queue(&k)?;
-    Ok(b.download(&k)?.remove(0))
+        })?;
+    b.queue_scans(&put)?;
+    b.queue_idct(&put)?;
+    b.queue_color(&put)?;
+    Ok(Rgb {
+        width: p.width,
+        height: p.height,
+        pixels: k.download(&rgb)?,
+        status: b.status(&put)?,
+    })
 }
 
 /// What `gpufeed progressive-bench` measured.
@@ -232,8 +352,6 @@ pub struct ProgressiveBench {
     pub files: usize,
     /// How many of them the GPU route takes.
     pub taken: usize,
-    /// CPU time to plan one file (the route's only host work), ms.
-    pub plan_ms_per_image: f64,
     /// Images per launch.
     pub batch: usize,
     /// Timed launches of each kernel.
@@ -281,7 +399,7 @@ fn plan_all(files: &[Vec<u8>]) -> (Vec<(Plan, &[u8])>, f64) {
 /// on CUDA device 0. Not part of the API.
 #[doc(hidden)]
 pub fn bench(files: &[Vec<u8>], batch: usize, iters: usize) -> Result<ProgressiveBench> {
-    let (plans, plan_ms) = plan_all(files);
+    let (plans, _) = plan_all(files);
     if plans.is_empty() {
         return Err(Error::Config(
             "no file the GPU progressive route takes".into(),
@@ -291,19 +409,33 @@ pub fn bench(files: &[Vec<u8>], batch: usize, iters: usize) -> Result<Progressiv
     let chosen: Vec<&(Plan, &[u8])> = plans.iter().cycle().take(batch).collect();
     let p: Vec<Plan> = chosen.iter().map(|c| c.0.clone()).collect();
     let f: Vec<&[u8]> = chosen.iter().map(|c| c.1).collect();
-    let mut b = DeviceBatch::new(&k, &p, &f)?;
-    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let total: usize = p
+        .iter()
+        .map(|p| p.width as usize * p.height as usize * 3)
+        .sum();
+    let rgb = k.zeros::<u8>(total.max(1))?;
+    let mut out = Vec::new();
+    let mut at = k.address(&rgb);
+    for p in &p {
+        out.push((at, p.width * 3));
+        at += p.width as u64 * p.height as u64 * 3;
+    }
+    let mut b = Buffers::new(&k.ctx, k.stream.clone(), k.progressive()?);
+    let put = b
+        .put(&p, &f, &out)?
+        .map_err(|(_, e)| Error::Config(e.to_string()))?;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let ev = Error::cuda("event");
     let mut times: [Vec<f64>; 3] = Default::default();
     for it in 0..=iters {
         // Each kernel between two events on the stream.
-        let s = &k.stream;
+        let s = k.stream.clone();
         let e0 = s.record_event(timing).map_err(&ev)?;
-        b.queue_scans(&k)?;
+        b.queue_scans(&put)?;
         let e1 = s.record_event(timing).map_err(&ev)?;
-        b.queue_idct(&k)?;
+        b.queue_idct(&put)?;
         let e2 = s.record_event(timing).map_err(&ev)?;
-        b.queue_color(&k)?;
+        b.queue_color(&put)?;
         let e3 = s.record_event(timing).map_err(&ev)?;
         e3.synchronize().map_err(&ev)?;
         if it > 0 {
@@ -316,15 +448,17 @@ pub fn bench(files: &[Vec<u8>], batch: usize, iters: usize) -> Result<Progressiv
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     });
-    let faults = b
-        .download(&k)?
-        .iter()
-        .filter(|r| r.status.iter().any(|&s| s != 0))
-        .count();
+    let status = b.status(&put)?;
+    let mut faults = 0;
+    let mut chain = 0;
+    for &n in &put.chains_of {
+        faults += usize::from(status[chain..chain + n].iter().any(|&s| s != 0));
+        chain += n;
+    }
+    drop(rgb);
     Ok(ProgressiveBench {
         files: files.len(),
         taken: plans.len(),
-        plan_ms_per_image: plan_ms,
         batch,
         iters,
         scans_ms: scans,

@@ -1,93 +1,18 @@
-//! The progressive-scan decoder's host side: `#[repr(C)]` mirrors of
-//! `kernels/scan.cuh`, the descriptors built from a scan plan
-//! (`src/jpeg/scans.rs`), and one launch of `gf_progressive`, on the
-//! emulated device (feature `kernel-emu`) or on a GPU.
-//!
-//! Only the entropy decoding exists so far (issue 16: it is the CPU work
-//! that progressive files cost); the inverse DCT and colour conversion
-//! that would make pixels of the coefficients, and the route that sends
-//! progressive files here, do not. The functions below decode one file's
-//! coefficients for the tests (tests/progressive.rs), which compare them
-//! with libjpeg-turbo's, bit for bit.
+//! The progressive-scan decoder's host side (issue 16: the CPU Huffman
+//! work that progressive files cost): the descriptors of `gf_progressive`
+//! built from a scan plan (`src/jpeg/scans.rs`; the structs are in
+//! `jpeg_desc.rs`), and one file's coefficients decoded on the emulated
+//! device (feature `kernel-emu`) or a GPU, for the tests
+//! (tests/progressive.rs), which compare them with libjpeg-turbo's, bit
+//! for bit. `pixels.rs` makes pixels of them; `prog_batch.rs` runs many
+//! files at once.
 
-use std::mem::{offset_of, size_of};
 use std::path::Path;
 
+use super::jpeg_desc::{GfChain, GfCoefs, GfHuff, GfScan};
+
 use crate::error::{Error, Result};
-use crate::jpeg::scans::{Folded, Plan, plan};
-
-/// `GfHuff`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct GfHuff {
-    pub(crate) look: [u16; 512],
-    pub(crate) maxcode: [i32; 18],
-    pub(crate) valoff: [i32; 18],
-    pub(crate) symbols: [u8; 256],
-}
-
-/// `GfScan`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GfScan {
-    pub(crate) offset: u32,
-    pub(crate) length: u32,
-    pub(crate) restart: u32,
-    pub(crate) dc: [u16; 4],
-    pub(crate) ac: [u16; 4],
-    pub(crate) comps: u8,
-    pub(crate) comp: [u8; 4],
-    pub(crate) ss: u8,
-    pub(crate) se: u8,
-    pub(crate) ah: u8,
-    pub(crate) al: u8,
-    pub(crate) pad: [u8; 3],
-}
-
-/// `GfCoefs`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GfCoefs {
-    pub(crate) coef: u64,
-    pub(crate) stride: u32,
-    pub(crate) rows: u32,
-    pub(crate) bw: u32,
-    pub(crate) bh: u32,
-    pub(crate) h: u8,
-    pub(crate) v: u8,
-    pub(crate) pad: [u8; 6],
-}
-
-/// `GfChain`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GfChain {
-    pub(crate) data: u64,
-    pub(crate) data_len: u32,
-    pub(crate) first_scan: u32,
-    pub(crate) scans: u32,
-    pub(crate) mcus_x: u32,
-    pub(crate) mcus_y: u32,
-    pub(crate) comps: u32,
-    pub(crate) comp: [GfCoefs; 4],
-}
-
-const _: () = assert!(size_of::<GfHuff>() == 1424);
-const _: () = assert!(size_of::<GfScan>() == 40);
-const _: () = assert!(size_of::<GfCoefs>() == 32);
-const _: () = assert!(size_of::<GfChain>() == 160);
-const _: () = assert!(offset_of!(GfChain, comp) == 32);
-
-impl From<&Folded> for GfHuff {
-    fn from(t: &Folded) -> GfHuff {
-        GfHuff {
-            look: t.look,
-            maxcode: t.maxcode,
-            valoff: t.valoff,
-            symbols: t.symbols,
-        }
-    }
-}
+use crate::jpeg::scans::{Plan, plan};
 
 /// What `gf_progressive` writes per chain (`GF_SCAN_*` in scan.cuh).
 pub const SCAN_STATUS: [&str; 6] = [
@@ -311,34 +236,4 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
         comps,
         status,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::desc::tests::number_after;
-    use super::*;
-
-    #[test]
-    fn header_states_the_same_layout() {
-        let h = include_str!("../../kernels/scan.cuh");
-        assert_eq!(number_after(h, "sizeof(GfHuff) =="), size_of::<GfHuff>());
-        assert_eq!(number_after(h, "sizeof(GfScan) =="), size_of::<GfScan>());
-        assert_eq!(number_after(h, "sizeof(GfCoefs) =="), size_of::<GfCoefs>());
-        assert_eq!(number_after(h, "sizeof(GfChain) =="), size_of::<GfChain>());
-        assert_eq!(number_after(h, "comp at"), offset_of!(GfChain, comp));
-        for (i, name) in [
-            "GF_SCAN_OK",
-            "GF_SCAN_BAD_CODE",
-            "GF_SCAN_OVERRUN",
-            "GF_SCAN_BAD_RESTART",
-            "GF_SCAN_BAD_SYMBOL",
-            "GF_SCAN_BAD_DESC",
-        ]
-        .iter()
-        .enumerate()
-        {
-            assert_eq!(number_after(h, &format!("#define {name} ")), i);
-        }
-        assert_eq!(SCAN_STATUS.len(), 6);
-    }
 }

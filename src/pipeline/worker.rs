@@ -465,6 +465,7 @@ fn process(
             bytes: std::mem::take(buf),
             to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
+            progressive: header.sof == crate::jpeg::SofKind::Progressive,
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

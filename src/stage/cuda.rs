@@ -532,4 +532,5 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
 }
 
 mod nvroute;
+mod prog_route;
 pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

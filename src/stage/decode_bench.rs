@@ -16,7 +16,7 @@ pub struct DecodeBench {
     route: super::cuda::NvRoute,
     /// Compressed bytes, width and height of each distinct image, and
     /// whether the engine supports it.
-    jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool)>,
+    jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool, bool)>,
     batch: usize,
     next: usize,
     counts: super::cuda::RouteCounts,
@@ -64,7 +64,8 @@ impl DecodeBench {
             };
             if crate::decode::nvjpeg::gpu_routable(&h, false) {
                 let engine_ok = crate::decode::nvjpeg::hardware_takes(&h);
-                jpegs.push((bytes.clone(), h.width, h.height, engine_ok));
+                let progressive = h.sof == crate::jpeg::SofKind::Progressive;
+                jpegs.push((bytes.clone(), h.width, h.height, engine_ok, progressive));
             }
         }
         if jpegs.is_empty() || batch == 0 || engine_calls == 0 {
@@ -79,9 +80,9 @@ impl DecodeBench {
         while jpegs.len() < batch {
             jpegs.extend_from_within(..distinct);
         }
-        let jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool)> = jpegs
+        let jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool, bool)> = jpegs
             .into_iter()
-            .map(|(b, w, h, ok)| (b.into(), w, h, ok))
+            .map(|(b, w, h, ok, prog)| (b.into(), w, h, ok, prog))
             .collect();
         // Arena room for the `batch` largest images, so any batch fits.
         let mut sizes: Vec<usize> = jpegs
@@ -154,8 +155,8 @@ impl DecodeBench {
         let mut pixels = 0;
         for k in 0..self.batch {
             let i = (self.next + k) % n;
-            let (bytes, w, h, engine_ok) = &mut self.jpegs[i];
-            let (w, h, engine_ok) = (*w, *h, *engine_ok);
+            let (bytes, w, h, engine_ok, progressive) = &mut self.jpegs[i];
+            let (w, h, engine_ok, progressive) = (*w, *h, *engine_ok, *progressive);
             pixels += u64::from(w) * u64::from(h);
             // A fixed draw per distinct image, as the pipeline's.
             let draw = crate::decode::nvjpeg::hardware_draw(0, 0, i as u64);
@@ -168,6 +169,7 @@ impl DecodeBench {
                 to_engine: self.share.route(engine, engine_ok, draw),
                 // Whole images: no window to pad.
                 mcu: (16, 16),
+                progressive,
             };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
             if job.to_engine {

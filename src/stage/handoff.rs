@@ -82,6 +82,8 @@ pub(crate) struct Jpeg {
     /// The MCU size ([`crate::decode::nvjpeg::mcu_size`]): crop windows
     /// are padded by it.
     pub(crate) mcu: (u32, u32),
+    /// A progressive Huffman JPEG (SOF2).
+    pub(crate) progressive: bool,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,
@@ -115,6 +117,10 @@ pub(crate) struct WorkerDecode {
     pub(crate) engine: bool,
     pub(crate) share: Arc<crate::decode::nvjpeg::Share>,
     pub(crate) kind: WorkerDecodeKind,
+    /// Progressive files go to the batch thread compressed, for the
+    /// progressive lanes (`stage/cuda/prog_route.rs`), instead of a host
+    /// phase here.
+    pub(crate) progressive_gpu: bool,
 }
 
 #[derive(Debug)]
@@ -153,7 +159,7 @@ impl WorkerDecode {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> crate::error::Result<Option<(Staged, std::time::Duration)>> {
-        if j.to_engine {
+        if j.to_engine || (j.progressive && self.progressive_gpu) {
             return Ok(None);
         }
         let roi = j.window();

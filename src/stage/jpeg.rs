@@ -176,6 +176,7 @@ impl DeviceStage {
                     roi,
                     to_engine: j.to_engine,
                     mcu: j.mcu,
+                    progressive: j.progressive,
                 },
             ));
             if self.engine_call > 0 && g.jobs.len() >= self.engine_call {

@@ -65,6 +65,7 @@ pub(super) fn make(
                             engine: r.has_hardware(),
                             share: share.clone(),
                             kind,
+                            progressive_gpu: r.has_progressive(),
                         };
                         (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                     }
@@ -82,6 +83,7 @@ pub(super) fn make(
                     engine: true,
                     share: share.clone(),
                     kind: WorkerDecodeKind::Emu,
+                    progressive_gpu: false,
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)

@@ -37,7 +37,7 @@ enum Command {
     /// Measure nvJPEG decoding alone on a CUDA device, per hardware share.
     DecodeBench(decode_bench::Args),
     /// Progressive JPEGs decoded by gpufeed's own kernels on a GPU, timed
-    /// per kernel (not yet a pipeline route).
+    /// per kernel.
     ProgressiveBench(progressive_bench::Args),
     /// Write a PNG contact sheet of one augmented batch, labelled.
     Preview(preview::Args),

@@ -25,11 +25,12 @@ pub(crate) fn cpu_seconds() -> f64 {
 }
 
 /// The kinds a thread's CPU time is counted under, in report order.
-pub(crate) const KINDS: [&str; 6] = [
+pub(crate) const KINDS: [&str; 7] = [
     "readers",
     "workers",
     "batch thread",
     "engine lanes",
+    "progressive lanes",
     "consumer",
     "other",
 ];
@@ -47,6 +48,7 @@ fn kind(comm: &str, main: bool) -> &'static str {
         c if c.starts_with("gpufeed-cpu") => "workers",
         c if c.starts_with("gpufeed-batch") => "batch thread",
         c if c.starts_with("gpufeed-engine") || c.starts_with("gpufeed-emu-en") => "engine lanes",
+        c if c.starts_with("gpufeed-progre") => "progressive lanes",
         _ => "other",
     }
 }
@@ -105,6 +107,7 @@ mod tests {
         assert_eq!(super::kind("gpufeed-batch", false), "batch thread");
         assert_eq!(super::kind("gpufeed-engine-", false), "engine lanes");
         assert_eq!(super::kind("gpufeed-emu-eng", false), "engine lanes");
+        assert_eq!(super::kind("gpufeed-progres", false), "progressive lanes");
         assert_eq!(super::kind("gpufeed", true), "consumer");
         assert_eq!(super::kind("cuda-EvtHandlr", false), "other");
     }

@@ -1,7 +1,8 @@
 //! `gpufeed progressive-bench`: progressive JPEGs decoded by gpufeed's own
 //! kernels on a GPU (issue 16: the files neither the hardware engine nor
 //! nvJPEG's GPU Huffman takes), one launch of each kernel per batch, with
-//! the CPU time planning costs per image. Not yet a pipeline route.
+//! the CPU time planning costs per image. The pipeline uses them under
+//! `GPUFEED_PROGRESSIVE_GPU=1` (`src/stage/cuda/prog_route.rs`).
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -34,7 +35,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "files": r.files, "taken": r.taken, "plan_ms_per_image": r.plan_ms_per_image,
+                "files": r.files, "taken": r.taken, "plan_ms_per_file_taken": plan_ms,
                 "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
                 "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
                 "faults": r.faults,

@@ -11,6 +11,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::prog_route::{self, ProgJob, ProgReply};
 use super::*;
 use crate::cuda::lanes::{Lanes, Ticket};
 use crate::cuda::timeline::GpuTimeline;
@@ -32,6 +33,9 @@ pub(crate) struct JpegJob {
     pub(crate) to_engine: bool,
     /// The image's MCU size (`nvjpeg::mcu_size`).
     pub(crate) mcu: (u32, u32),
+    /// A progressive Huffman JPEG (SOF2): the progressive lanes' where
+    /// the route has them.
+    pub(crate) progressive: bool,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -208,6 +212,9 @@ pub(crate) struct NvRoute {
     /// workers could not start (no decoder free in time).
     cuda: DecoupledDecoder,
     cpu: crate::decode::CpuDecoder,
+    /// Progressive files decoded by gpufeed's kernels
+    /// (`GPUFEED_PROGRESSIVE_GPU=1`; `prog_route.rs`).
+    prog: Option<Lanes<Vec<ProgJob>, ProgReply>>,
 }
 
 impl std::fmt::Debug for NvRoute {
@@ -287,16 +294,39 @@ impl NvRoute {
             let run = crate::cuda::lanes::counted(run, busy, Vec::len);
             Some(Lanes::new("gpufeed-engine", states, run)?)
         };
+        let prog = if prog_route::wanted() {
+            let made = engine
+                .k
+                .progressive()
+                .and_then(|k| prog_route::lanes(ctx, k, 2, ledger));
+            match made {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    // A diagnostic's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.
+                    eprintln!("gpufeed: GPUFEED_PROGRESSIVE_GPU: no progressive lanes ({e})");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(NvRoute {
             lanes,
             stats,
             cuda: DecoupledDecoder::new(ctx, 2, Some(&meter))?,
             cpu,
+            prog,
         })
     }
 
     pub(crate) fn has_hardware(&self) -> bool {
         self.lanes.is_some()
+    }
+
+    /// Whether progressive files go to the progressive lanes (so workers
+    /// leave them compressed).
+    pub(crate) fn has_progressive(&self) -> bool {
+        self.prog.is_some()
     }
 
     /// The engine's batched-state (re)initializations and their time, and
@@ -325,6 +355,9 @@ pub(crate) struct Submitted {
     result: Vec<JpegOutcome>,
     /// Jobs CUDA failed at submission: the CPU's.
     failed: Vec<usize>,
+    /// Jobs at a progressive lane (their bytes with it) and its ticket;
+    /// boxed, as most groups have none.
+    prog: Option<Box<(Vec<usize>, Ticket<ProgReply>)>>,
 }
 
 impl std::fmt::Debug for Submitted {
@@ -340,6 +373,7 @@ impl Submitted {
     /// Whether the engine has answered (never blocks).
     pub(crate) fn ready(&mut self) -> bool {
         self.ticket.as_mut().is_none_or(Ticket::ready)
+            && self.prog.as_mut().is_none_or(|p| p.1.ready())
     }
 }
 
@@ -347,6 +381,10 @@ impl Drop for Submitted {
     fn drop(&mut self) {
         if let Some(t) = self.ticket.take() {
             let _ = t.wait();
+        }
+        // A lane may still be writing into the arena.
+        if let Some(p) = self.prog.take() {
+            let _ = p.1.wait();
         }
     }
 }
@@ -382,6 +420,29 @@ impl CudaEngine {
         let engine = route.lanes.is_some();
         let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) =
             (0..jobs.len()).partition(|&k| engine && jobs[k].to_engine);
+        let prog = route.prog.is_some();
+        let (to_prog, to_cuda): (Vec<usize>, Vec<usize>) = to_cuda
+            .into_iter()
+            .partition(|&k| prog && jobs[k].progressive);
+        let prog_ticket = route
+            .prog
+            .as_ref()
+            .filter(|_| !to_prog.is_empty())
+            .map(|l| {
+                let prog_jobs = to_prog
+                    .iter()
+                    .map(|&k| {
+                        let j = &mut jobs[k];
+                        ProgJob {
+                            bytes: std::mem::take(&mut j.bytes),
+                            dest: base + j.at as u64,
+                            width: j.width,
+                            height: j.height,
+                        }
+                    })
+                    .collect();
+                l.submit(prog_jobs)
+            });
         let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
         counts.cuda += (to_cuda.len() - failed.len()) as u64;
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
@@ -409,6 +470,7 @@ impl CudaEngine {
             to_hw,
             ticket,
             failed,
+            prog: prog_ticket.map(|t| Box::new((to_prog, t))),
         })
     }
 
@@ -441,6 +503,31 @@ impl CudaEngine {
                     for &k in &sub.to_hw {
                         sub.result[k] = Err(crate::error::SampleError::Panic(
                             "the engine lane decoding it died".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(p) = sub.prog.take() {
+            let (to_prog, ticket) = *p;
+            match ticket.wait() {
+                Some(reply) => {
+                    for ((&k, bytes), taken) in to_prog.iter().zip(reply.bytes).zip(reply.taken) {
+                        sub.jobs[k].bytes = bytes;
+                        if taken {
+                            // Decoded on the GPU, whole: counted with
+                            // the CUDA route's.
+                            counts.cuda += 1;
+                            sub.result[k] = Ok(None);
+                        } else {
+                            retry.push(k);
+                        }
+                    }
+                }
+                None => {
+                    for &k in &to_prog {
+                        sub.result[k] = Err(crate::error::SampleError::Panic(
+                            "the progressive lane decoding it died".into(),
                         ));
                     }
                 }

@@ -1,0 +1,166 @@
+//! The device stage's route for progressive JPEGs on CUDA (issue 16):
+//! lanes that decode a group's progressive files with gpufeed's own
+//! kernels (`kernels/progressive.cu`, `pixels.cu`) straight into the
+//! group's arena, so that no CPU thread decodes their Huffman codes. A
+//! lane plans its files (the route's only host work), uploads them, queues
+//! the three kernels on its own stream and waits for them, as an engine
+//! lane waits for the engine. A file the plan refuses or whose scans fault
+//! goes back to the batch thread, which decodes it as it decodes the
+//! engine's refusals (CUDA, then the CPU).
+//!
+//! Off unless `GPUFEED_PROGRESSIVE_GPU=1`: never yet run on a GPU
+//! (session 30, no device lent); the kernels equal libjpeg-turbo's output
+//! on the emulated device (tests/progressive.rs).
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+
+use crate::cuda::lanes::Lanes;
+use crate::cuda::launch::ProgressiveKernels;
+use crate::cuda::prog_batch::Buffers;
+use crate::decode::nvjpeg::{Kind, Ledger};
+use crate::error::{Error, Result};
+use crate::jpeg::scans::{Plan, plan};
+
+/// One progressive file for a lane: its bytes and where its RGB8 goes
+/// (`width * 3` bytes a row, in an arena with room for the whole image).
+pub(super) struct ProgJob {
+    pub(super) bytes: crate::reader::PooledBytes,
+    pub(super) dest: u64,
+    pub(super) width: u32,
+    pub(super) height: u32,
+}
+
+/// A lane's answer: the bytes back, and per job whether its pixels are in
+/// place (its writes complete).
+pub(super) struct ProgReply {
+    pub(super) bytes: Vec<crate::reader::PooledBytes>,
+    pub(super) taken: Vec<bool>,
+}
+
+/// A lane's state: its buffers on a stream of its own, counted in the
+/// route's nvJPEG ledger (`Pipeline::memory()`) as they grow.
+pub(super) struct ProgLane {
+    buffers: Buffers,
+    ctx: Arc<CudaContext>,
+    ledger: Arc<Ledger>,
+    counted: usize,
+}
+
+impl Drop for ProgLane {
+    fn drop(&mut self) {
+        self.ledger.refund(Kind::Device, self.counted as u64);
+    }
+}
+
+/// Whether `GPUFEED_PROGRESSIVE_GPU=1` asks for the route.
+pub(super) fn wanted() -> bool {
+    std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1")
+}
+
+/// `lanes` lanes on `ctx` with `kernels`, their buffers counted in
+/// `ledger`.
+pub(super) fn lanes(
+    ctx: &Arc<CudaContext>,
+    kernels: ProgressiveKernels,
+    lanes: usize,
+    ledger: &Arc<Ledger>,
+) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
+    let mut states = Vec::new();
+    for _ in 0..lanes.max(1) {
+        let stream = ctx
+            .new_stream()
+            .map_err(Error::cuda("progressive stream"))?;
+        states.push(ProgLane {
+            buffers: Buffers::new(ctx, stream, kernels.clone()),
+            ctx: ctx.clone(),
+            ledger: ledger.clone(),
+            counted: 0,
+        });
+    }
+    Lanes::new("gpufeed-progressive", states, run_lane)
+}
+
+/// Plan, upload, decode and wait, on the lane's thread.
+fn run_lane(lane: &mut ProgLane, jobs: Vec<ProgJob>) -> ProgReply {
+    let mut taken = vec![false; jobs.len()];
+    if lane.ctx.bind_to_thread().is_ok() {
+        // Files the plan takes, in job order.
+        let planned: Vec<(usize, Plan)> = jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(k, j)| {
+                let p = plan(&j.bytes, u64::MAX).ok()?;
+                ((p.width, p.height) == (j.width, j.height)).then_some((k, p))
+            })
+            .collect();
+        if let Ok(ok) = decode(lane, &jobs, planned) {
+            for k in ok {
+                taken[k] = true;
+            }
+        }
+        // Buffers only grow; a refused charge (past the ledger's limit)
+        // leaves them uncounted until the next growth.
+        let now = lane.buffers.bytes();
+        if now > lane.counted
+            && lane
+                .ledger
+                .charge(Kind::Device, (now - lane.counted) as u64)
+        {
+            lane.counted = now;
+        }
+    }
+    ProgReply {
+        bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        taken,
+    }
+}
+
+/// Decode the planned jobs; the indices of those whose pixels are in
+/// place. A file `gf_color` cannot convert is dropped and the rest
+/// decoded; an error leaves every job to the batch thread, after the
+/// stream has finished what was queued (those places get decoded again).
+fn decode(
+    lane: &mut ProgLane,
+    jobs: &[ProgJob],
+    mut planned: Vec<(usize, Plan)>,
+) -> Result<Vec<usize>> {
+    loop {
+        if planned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let plans: Vec<Plan> = planned.iter().map(|(_, p)| p.clone()).collect();
+        let files: Vec<&[u8]> = planned.iter().map(|&(k, _)| &jobs[k].bytes[..]).collect();
+        let out: Vec<(u64, u32)> = planned
+            .iter()
+            .map(|&(k, _)| (jobs[k].dest, jobs[k].width * 3))
+            .collect();
+        let put = match lane.buffers.put(&plans, &files, &out)? {
+            Ok(put) => put,
+            Err((i, _)) => {
+                planned.remove(i);
+                continue;
+            }
+        };
+        let queued = lane
+            .buffers
+            .queue_scans(&put)
+            .and_then(|()| lane.buffers.queue_idct(&put))
+            .and_then(|()| lane.buffers.queue_color(&put));
+        // The status download waits for the stream: the writes into the
+        // arena are complete when it returns, failed or not.
+        let status = lane.buffers.status(&put);
+        queued?;
+        let status = status?;
+        let mut ok = Vec::new();
+        let mut chain = 0;
+        for (&(k, _), &n) in planned.iter().zip(&put.chains_of) {
+            if status[chain..chain + n].iter().all(|&s| s == 0) {
+                ok.push(k);
+            }
+            chain += n;
+        }
+        return Ok(ok);
+    }
+}
