@@ -270,9 +270,9 @@ fn frame(seg: &[u8], max_pixels: u64) -> Result<(u32, u32, Vec<Component>), Samp
 fn segment_end(data: &[u8], from: usize) -> usize {
     let mut i = from;
     while i < data.len() {
-        if data[i] != 0xFF {
-            i += 1;
-            continue;
+        i = next_ff(data, i);
+        if i == data.len() {
+            break;
         }
         let mut j = i + 1;
         while j < data.len() && data[j] == 0xFF {
@@ -284,6 +284,27 @@ fn segment_end(data: &[u8], from: usize) -> usize {
         }
     }
     data.len()
+}
+
+/// The first 0xFF at or after `i`, or `data.len()`. Eight bytes at a
+/// time: planning's cost is this walk over the entropy-coded data, in
+/// which 0xFF is rare.
+fn next_ff(data: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    while let Some(word) = data.get(i..i + 8) {
+        // A byte of `w` is 0xFF where `!w` has a zero byte, which the
+        // classic test finds: (v - 0x01..) & !v & 0x80.. is nonzero.
+        let v = !u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        if v.wrapping_sub(ONES) & !v & HIGHS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < data.len() && data[i] != 0xFF {
+        i += 1;
+    }
+    i
 }
 
 /// Plan the scans of `data`, a progressive Huffman JPEG of at most
@@ -587,6 +608,25 @@ mod tests {
             plan(PROGRESSIVE, 100),
             Err(SampleError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn next_ff_finds_the_first_0xff() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut v = vec![0x7Fu8; len];
+                if at < len {
+                    v[at] = 0xFF;
+                    if at + 3 < len {
+                        v[at + 3] = 0xFF;
+                    }
+                }
+                for from in 0..=len {
+                    let want = (from..len).find(|&i| v[i] == 0xFF).unwrap_or(len);
+                    assert_eq!(next_ff(&v, from), want, "len {len} at {at} from {from}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let (taken, plan_ms) = gpufeed::cuda::prog_batch::plan_cost(&files);
     if !args.json {
         println!(
-            "{taken} of {} files taken; planning them all: {plan_ms:.4} CPU-ms per file taken",
+            "{taken} of {} files taken; planning: {plan_ms:.4} CPU-ms per file taken",
             files.len()
         );
     }
