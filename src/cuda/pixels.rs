@@ -86,6 +86,12 @@ pub(crate) fn color(
     Ok(g)
 }
 
+/// Whether `gf_color` converts `p` (its colour, sampling and progression),
+/// so that a batch of such plans lays out without error.
+pub(crate) fn converts(p: &Plan) -> bool {
+    color(p, &[0; 4], 0, 0).is_ok()
+}
+
 /// The IDCT planes of a planned file: component `c`'s coefficients at
 /// `coef[c]`, its samples to `out[c]`; blocks numbered from `first`.
 pub(crate) fn planes(p: &Plan, coef: &[u64], out: &[u64], mut first: u32) -> Vec<GfPlane> {

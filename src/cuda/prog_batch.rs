@@ -15,7 +15,7 @@ use cudarc::driver::{ValidAsZeroBits, sys::CUevent_flags};
 
 use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{AugmentKernels, ProgressiveKernels};
-use super::pixels::{Rgb, color, planes};
+use super::pixels::{Rgb, color, converts, planes};
 use super::progressive::{Launch, planned};
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
@@ -390,7 +390,7 @@ fn plan_all(files: &[Vec<u8>]) -> (Vec<(Plan, &[u8])>, f64) {
     let plans: Vec<(Plan, &[u8])> = files
         .iter()
         .filter_map(|f| Some((crate::jpeg::scans::plan(f, u64::MAX).ok()?, f.as_slice())))
-        .filter(|(p, _)| color(p, &[0; 4], 0, 0).is_ok())
+        .filter(|(p, _)| converts(p))
         .collect();
     let ms = t0.elapsed().as_secs_f64() * 1e3 / files.len().max(1) as f64;
     (plans, ms)

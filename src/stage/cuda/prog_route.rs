@@ -18,6 +18,7 @@ use cudarc::driver::CudaContext;
 
 use crate::cuda::lanes::Lanes;
 use crate::cuda::launch::ProgressiveKernels;
+use crate::cuda::pixels::converts;
 use crate::cuda::prog_batch::Buffers;
 use crate::decode::nvjpeg::{Kind, Ledger};
 use crate::error::{Error, Result};
@@ -86,16 +87,16 @@ pub(super) fn lanes(
 fn run_lane(lane: &mut ProgLane, jobs: Vec<ProgJob>) -> ProgReply {
     let mut taken = vec![false; jobs.len()];
     if lane.ctx.bind_to_thread().is_ok() {
-        // Files the plan takes, in job order.
-        let planned: Vec<(usize, Plan)> = jobs
+        // The jobs the plan takes and `gf_color` converts, in job order.
+        let (ks, plans): (Vec<usize>, Vec<Plan>) = jobs
             .iter()
             .enumerate()
             .filter_map(|(k, j)| {
                 let p = plan(&j.bytes, u64::MAX).ok()?;
-                ((p.width, p.height) == (j.width, j.height)).then_some((k, p))
+                ((p.width, p.height) == (j.width, j.height) && converts(&p)).then_some((k, p))
             })
-            .collect();
-        if let Ok(ok) = decode(lane, &jobs, planned) {
+            .unzip();
+        if let Ok(ok) = decode(lane, &jobs, &ks, &plans) {
             for k in ok {
                 taken[k] = true;
             }
@@ -117,50 +118,45 @@ fn run_lane(lane: &mut ProgLane, jobs: Vec<ProgJob>) -> ProgReply {
     }
 }
 
-/// Decode the planned jobs; the indices of those whose pixels are in
-/// place. A file `gf_color` cannot convert is dropped and the rest
-/// decoded; an error leaves every job to the batch thread, after the
-/// stream has finished what was queued (those places get decoded again).
+/// Decode jobs `ks` (planned as `plans`); the indices of those whose
+/// pixels are in place. An error leaves every job to the batch thread,
+/// after the stream has finished what was queued (those places get
+/// decoded again).
 fn decode(
     lane: &mut ProgLane,
     jobs: &[ProgJob],
-    mut planned: Vec<(usize, Plan)>,
+    ks: &[usize],
+    plans: &[Plan],
 ) -> Result<Vec<usize>> {
-    loop {
-        if planned.is_empty() {
-            return Ok(Vec::new());
-        }
-        let plans: Vec<Plan> = planned.iter().map(|(_, p)| p.clone()).collect();
-        let files: Vec<&[u8]> = planned.iter().map(|&(k, _)| &jobs[k].bytes[..]).collect();
-        let out: Vec<(u64, u32)> = planned
-            .iter()
-            .map(|&(k, _)| (jobs[k].dest, jobs[k].width * 3))
-            .collect();
-        let put = match lane.buffers.put(&plans, &files, &out)? {
-            Ok(put) => put,
-            Err((i, _)) => {
-                planned.remove(i);
-                continue;
-            }
-        };
-        let queued = lane
-            .buffers
-            .queue_scans(&put)
-            .and_then(|()| lane.buffers.queue_idct(&put))
-            .and_then(|()| lane.buffers.queue_color(&put));
-        // The status download waits for the stream: the writes into the
-        // arena are complete when it returns, failed or not.
-        let status = lane.buffers.status(&put);
-        queued?;
-        let status = status?;
-        let mut ok = Vec::new();
-        let mut chain = 0;
-        for (&(k, _), &n) in planned.iter().zip(&put.chains_of) {
-            if status[chain..chain + n].iter().all(|&s| s == 0) {
-                ok.push(k);
-            }
-            chain += n;
-        }
-        return Ok(ok);
+    if ks.is_empty() {
+        return Ok(Vec::new());
     }
+    let files: Vec<&[u8]> = ks.iter().map(|&k| &jobs[k].bytes[..]).collect();
+    let out: Vec<(u64, u32)> = ks
+        .iter()
+        .map(|&k| (jobs[k].dest, jobs[k].width * 3))
+        .collect();
+    let put = lane
+        .buffers
+        .put(plans, &files, &out)?
+        .map_err(|(_, e)| Error::Device(format!("progressive layout: {e}")))?;
+    let queued = lane
+        .buffers
+        .queue_scans(&put)
+        .and_then(|()| lane.buffers.queue_idct(&put))
+        .and_then(|()| lane.buffers.queue_color(&put));
+    // The status download waits for the stream: the writes into the arena
+    // are complete when it returns, failed or not.
+    let status = lane.buffers.status(&put);
+    queued?;
+    let status = status?;
+    let mut ok = Vec::new();
+    let mut chain = 0;
+    for (&k, &n) in ks.iter().zip(&put.chains_of) {
+        if status[chain..chain + n].iter().all(|&s| s == 0) {
+            ok.push(k);
+        }
+        chain += n;
+    }
+    Ok(ok)
 }
