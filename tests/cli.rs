@@ -639,8 +639,11 @@ fn bench_writes_a_timeline() {
         .filter(|e| e["ph"] == "M")
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
+    // Which reader or worker picks up work is the scheduler's choice (CI
+    // once saw only `gpufeed-read-1` read), so ask for one track of each kind.
+    let has = |prefix: &str| threads.iter().any(|t| t.starts_with(prefix));
     assert!(
-        threads.contains(&"gpufeed-read-0") && threads.contains(&"gpufeed-cpu-0"),
+        has("gpufeed-read-") && has("gpufeed-cpu-") && threads.contains(&"main"),
         "{threads:?}"
     );
     assert!(
