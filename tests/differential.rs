@@ -27,7 +27,8 @@ use gpufeed::jpeg::parse_header;
 
 common::tests!(
     default_decoder_agrees_with_libjpeg_turbo,
-    window_decode_equals_the_full_decode
+    window_decode_equals_the_full_decode,
+    libjpeg_turbo_decodes_a_file_alike_whatever_came_before
 );
 
 /// Below this PSNR (dB) against libjpeg-turbo an output is wrong, not
@@ -331,5 +332,56 @@ fn window_decode_equals_the_full_decode() -> Outcome {
         images > 1000 && windows > 2000,
         "{images} images, {windows} windows"
     );
+    Ok(())
+}
+
+/// A CPU decoder's outcome on a file is a function of the file alone:
+/// one libjpeg-turbo decoder run through the damaged files (`tricky/`,
+/// `fuzz/`) in order gives, on each, the pixels or error message a fresh
+/// decoder gives. A reused TurboJPEG instance once kept the last image's
+/// size where a fuzz file's header read no frame, and that file then
+/// failed with another message after a 32x32 image (the CPU backend's
+/// workers and the device's progressive lanes disagreed on it).
+fn libjpeg_turbo_decodes_a_file_alike_whatever_came_before() -> Outcome {
+    let corpus = common::corpus()?;
+    let mut paths = Vec::new();
+    files(&corpus.join("tricky"), &mut paths);
+    files(&corpus.join("fuzz"), &mut paths);
+    paths.sort();
+    let outcome = |dec: &mut CpuDecoder, data: &[u8]| -> Result<Vec<u8>, String> {
+        let h = parse_header(data, MAX_PIXELS).map_err(|e| format!("header: {e}"))?;
+        let mut img = Image::default();
+        dec.decode(data, &h, &mut img).map_err(|e| e.to_string())?;
+        Ok(img.data)
+    };
+    let mut reused = CpuDecoder::with_backend(CpuBackend::TurboJpeg, false).unwrap();
+    let (mut decoded, mut failed) = (0, 0);
+    let mut differ = Vec::new();
+    for p in &paths {
+        let data = std::fs::read(p).unwrap();
+        let mut fresh = CpuDecoder::with_backend(CpuBackend::TurboJpeg, false).unwrap();
+        let want = outcome(&mut fresh, &data);
+        let got = outcome(&mut reused, &data);
+        decoded += usize::from(want.is_ok());
+        failed += usize::from(want.is_err());
+        if got != want {
+            let show = |r: &Result<Vec<u8>, String>| match r {
+                Ok(px) => format!("{} bytes of pixels", px.len()),
+                Err(e) => e.clone(),
+            };
+            differ.push(format!(
+                "{}: {} after the files before it, {} on its own",
+                p.display(),
+                show(&got),
+                show(&want)
+            ));
+        }
+    }
+    println!(
+        "{} files: {decoded} decoded, {failed} failed, {} differ",
+        paths.len(),
+        differ.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
     Ok(())
 }

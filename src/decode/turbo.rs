@@ -100,10 +100,21 @@ impl Turbo {
         })
     }
 
-    /// Decode one image. After a failure the TurboJPEG instance is
-    /// replaced: libjpeg's state machine is left mid-image by an error (the
-    /// next image then fails with "two SOI markers"), and one bad file must
-    /// not poison the ones after it.
+    /// Decode one image, on a fresh TurboJPEG instance. A used one carries
+    /// its past into the next image: libjpeg's state machine is left
+    /// mid-image by an error (the next image then fails with "two SOI
+    /// markers"), and where a damaged file's header reads no frame (a
+    /// tables-only stream) the instance still holds the last image's size
+    /// and tables. A fuzz file whose header parser's size matched the
+    /// previous image's then failed later, with another message, than it
+    /// does on its own: the CPU backend's workers and the device's
+    /// progressive lanes skipped it with different errors
+    /// (tests/progressive.rs). A fresh instance makes the outcome a
+    /// function of the file alone. tj3Init and tj3Destroy cost about
+    /// 0.16 µs together, and decoding photos/imagenet-size took 788 µs a
+    /// photo with a fresh instance each, 813 reusing one (best of 5,
+    /// release build, this 2-core VM, 2026-11-26). Should tj3Init fail,
+    /// the old instance is used.
     ///
     /// With `window`, only that rectangle of the image is decoded (its left
     /// edge on an iMCU boundary), into `out` at the window's size.
@@ -115,13 +126,10 @@ impl Turbo {
         out: &mut Image,
     ) -> Result<(), SampleError> {
         self.warning = None;
-        let result = self.decode_inner(data, header, window, out);
-        if result.is_err()
-            && let Ok(fresh) = Handle::new()
-        {
+        if let Ok(fresh) = Handle::new() {
             self.handle = fresh;
         }
-        result
+        self.decode_inner(data, header, window, out)
     }
 
     fn decode_inner(
