@@ -48,8 +48,9 @@ def row(name, r):
     # engine took none (a backend nvJPEG refused) shows 0 %.
     hw, cuda = r.get("decoded_hardware", 0), r.get("decoded_cuda", 0)
     engine = f"{100 * hw / (hw + cuda):.0f}%" if hw + cuda else ""
+    prog = r.get("decoded_progressive", 0) or ""
     return (f"  {name:<44.44} {r['img_per_s']:>9.0f} {r.get('cpu_s_per_1000_images', 0):>6.3f}"
-            f"  {threads:<35} {allocs!s:>6} {wait!s:>6} {engine:>5}  {r.get('limit', '')}")
+            f"  {threads:<35} {allocs!s:>6} {wait!s:>6} {engine:>5} {prog!s:>6}  {r.get('limit', '')}")
 
 
 def main():
@@ -59,7 +60,7 @@ def main():
         print(f"== {os.path.relpath(s, logs)}")
         print(open(s, errors="replace").read().rstrip())
     print("\n== bench runs: img/s, CPU-ms per image (all threads, then "
-          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, limit")
+          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, progressive files on the kernels, limit")
     files = sorted(glob.glob(os.path.join(logs, "*.json")) + glob.glob(os.path.join(logs, "*.log")))
     for f in files:
         base = os.path.basename(f)

@@ -48,6 +48,8 @@ pub(crate) struct Config {
     /// Images per engine call as a decode group fills; 0: one call per
     /// group (issue 16, item 2).
     pub(crate) engine_call: usize,
+    /// Progressive JPEGs decode with gpufeed's own kernels (issue 16).
+    pub(crate) progressive: bool,
     /// Limit on nvJPEG's memory for the CUDA route's decoder pool
     /// (issue 16, item 5).
     pub(crate) decoder_memory: u64,

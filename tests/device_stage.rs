@@ -139,42 +139,27 @@ fn same_as_cpu(
     let mut dev = f(dev).build().unwrap();
     assert_ne!(dev.backend(), "cpu");
     let stream = dev.cuda_context().map(|c| c.default_stream());
-    for epoch in 0..2 {
-        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
-        // Device batches are compared as they come and dropped: the
-        // trainer may hold only prefetch + 1 of them.
-        let mut batches = 0;
-        for (b, (g, w)) in dev.epoch(epoch).zip(&want).enumerate() {
-            let g = g.unwrap();
-            batches += 1;
-            let what = format!("epoch {epoch} batch {b}");
-            assert_eq!(g.keys(), w.keys(), "{what}: keys");
-            assert_eq!(g.labels(), w.labels(), "{what}: labels");
-            assert_eq!(g.soft_labels(), w.soft_labels(), "{what}: soft labels");
-            let names = |e: &[gpufeed::Error]| e.iter().map(|e| e.to_string()).collect::<Vec<_>>();
-            assert_eq!(names(g.skipped()), names(w.skipped()), "{what}: skipped");
-            assert_eq!(g.views().len(), w.views().len());
-            for (v, (gt, wt)) in g.views().iter().zip(w.views()).enumerate() {
-                let host = gt.to_host().unwrap();
-                close(&host, wt, target.exact, &format!("{what} view {v}"));
-            }
-            if g.images().is_cuda() {
-                assert!(g.event().is_some(), "{what}: a CUDA batch has an event");
-                let stream = stream.as_ref().unwrap();
-                let labels = stream.clone_dtoh(&g.labels_cuda().unwrap()).unwrap();
-                assert_eq!(labels, g.labels(), "{what}: device labels");
-                if let Some(soft) = g.soft_labels_cuda() {
-                    let soft = stream.clone_dtoh(&soft).unwrap();
-                    assert_eq!(
-                        Some(&soft[..]),
-                        g.soft_labels(),
-                        "{what}: device soft labels"
-                    );
-                }
+    common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+        assert_eq!(g.views().len(), w.views().len());
+        for (v, (gt, wt)) in g.views().iter().zip(w.views()).enumerate() {
+            let host = gt.to_host().unwrap();
+            close(&host, wt, target.exact, &format!("{what} view {v}"));
+        }
+        if g.images().is_cuda() {
+            assert!(g.event().is_some(), "{what}: a CUDA batch has an event");
+            let stream = stream.as_ref().unwrap();
+            let labels = stream.clone_dtoh(&g.labels_cuda().unwrap()).unwrap();
+            assert_eq!(labels, g.labels(), "{what}: device labels");
+            if let Some(soft) = g.soft_labels_cuda() {
+                let soft = stream.clone_dtoh(&soft).unwrap();
+                assert_eq!(
+                    Some(&soft[..]),
+                    g.soft_labels(),
+                    "{what}: device soft labels"
+                );
             }
         }
-        assert_eq!(batches, want.len(), "epoch {epoch}: batch count");
-    }
+    });
     dev.stats()
 }
 

@@ -36,6 +36,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_pixels_equal_libjpeg_turbo,
     gpu_pixels_equal_libjpeg_turbo,
+    #[cfg(feature = "kernel-emu")]
+    emu_route_equals_the_cpu_backend,
+    gpu_route_equals_the_cpu_backend,
 );
 
 /// Files over this many pixels are left out (the corpus's decompression
@@ -60,6 +63,126 @@ fn emu_pixels_equal_libjpeg_turbo() -> Outcome {
 fn gpu_pixels_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
     compare_pixels(&|p, d| gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS))
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_route_equals_the_cpu_backend() -> Outcome {
+    route(gpufeed::Device::Emulated, &|p, d| {
+        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+fn gpu_route_equals_the_cpu_backend() -> Outcome {
+    common::need_gpu()?;
+    route(gpufeed::Device::Cuda(0), &|p, d| {
+        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+/// The progressive route (`PipelineBuilder::progressive_kernels`) through
+/// a whole pipeline, against the CPU backend with libjpeg-turbo: the same
+/// samples, labels, skips and pixels, two epochs.
+///
+/// * Emulated (bit for bit): every progressive file of the corpus but
+///   `photos/full` (minutes emulated), damaged, incomplete and CMYK ones
+///   included, and the sequential photos of `photos/imagenet-size` (for
+///   the emulated engine, beside). The files the kernels refuse decode
+///   on the CPU, so both halves of the route run, and the batches equal
+///   the CPU backend's.
+/// * CUDA: the files the kernels decode equal to libjpeg-turbo on their
+///   own (`decode`, a file at a time), so that every image of every
+///   batch comes from the route: each decoded by the kernels, and the
+///   batches within the augment kernel's tolerance (u8 +-1) of the CPU
+///   backend's. The other files would go to nvJPEG, whose pixels differ.
+fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
+    use gpufeed::source::Sample;
+    let root = common::corpus()?;
+    let emulated = device == gpufeed::Device::Emulated;
+    let mut samples = Vec::new();
+    let mut taken = 0;
+    for (name, path, data) in progressive_files(&root) {
+        if name.starts_with("photos/full/") {
+            continue;
+        }
+        let kernels = matches!(decode(&path, &data), Ok(r) if r.status.iter().all(|&s| s == 0)
+            && libjpeg::rgb(&data, MAX_PIXELS).is_ok_and(|(px, _)| px == r.pixels)
+            && u64::from(r.width) * u64::from(r.height) <= 2_000_000);
+        taken += usize::from(kernels);
+        if kernels || emulated {
+            let label = samples.len() as u32 % 7;
+            samples.push(Sample { path, label });
+        }
+    }
+    if emulated {
+        // Sequential photos too, for the emulated engine: groups that
+        // split between the engine and the progressive lanes.
+        let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
+        for row in manifest.lines() {
+            let f: Vec<&str> = row.split('\t').collect();
+            if f.len() > 4 && f[0].starts_with("photos/imagenet-size/") && f[4] != "progressive" {
+                let label = samples.len() as u32 % 7;
+                samples.push(Sample {
+                    path: root.join(f[0]),
+                    label,
+                });
+            }
+        }
+    }
+    let n = samples.len();
+    let source = gpufeed::Source::from_samples(&root, samples).unwrap();
+    let build = |device, on: bool| {
+        gpufeed::Pipeline::builder()
+            .source(source.clone())
+            .device(device)
+            .cpu_backend(gpufeed::decode::CpuBackend::TurboJpeg)
+            .apply_exif_orientation(false)
+            .batch_size(8)
+            .workers(2)
+            .output_size(32, 48)
+            .dtype(gpufeed::DType::U8)
+            .normalize(None)
+            .layout(gpufeed::Layout::Nhwc)
+            .staging_bytes(8 << 20)
+            .progressive_kernels(on)
+            .build()
+            .unwrap()
+    };
+    let mut cpu = build(gpufeed::Device::Cpu, false);
+    let mut dev = build(device, true);
+    common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+        let got = g.images().to_host().unwrap();
+        let (a, b) = (got.as_u8().unwrap(), w.images().as_u8().unwrap());
+        assert_eq!(a.len(), b.len(), "{what}");
+        let bad = a
+            .iter()
+            .zip(b)
+            .filter(|(x, y)| x.abs_diff(**y) > u8::from(!emulated))
+            .count();
+        assert_eq!(
+            bad, 0,
+            "{what}: {bad} elements differ from the CPU backend's"
+        );
+    });
+    let s = dev.stats();
+    println!(
+        "{} files ({taken} the kernels decode alone), two epochs: {} decoded by the kernels, \
+         {} on the CPU after they refused, {} on the (emulated) engine, {} skipped",
+        n,
+        s.decoded_progressive,
+        s.decoded_cpu_fallback,
+        s.decoded_hardware,
+        s.errors.iter().sum::<u64>()
+    );
+    if emulated {
+        // Both halves of the route ran.
+        assert!(
+            s.decoded_progressive > 0 && s.decoded_cpu_fallback > 0,
+            "{s:?}"
+        );
+    } else {
+        assert_eq!(s.decoded_progressive, 2 * n as u64, "{s:?}");
+    }
+    Ok(())
 }
 
 type DecodeRgb<'a> = &'a dyn Fn(&Path, &[u8]) -> gpufeed::Result<Rgb>;

@@ -138,37 +138,54 @@ pub struct Rgb {
 #[cfg(feature = "kernel-emu")]
 #[doc(hidden)]
 pub fn emu_rgb(path: &std::path::Path, data: &[u8], max_pixels: u64) -> Result<Rgb> {
-    use super::progressive::{Coefficients, planned};
-    let sample_error = |source| crate::error::Error::Sample {
-        path: path.to_path_buf(),
-        source,
-    };
-    let p = planned(path, data, max_pixels)?;
-    let Coefficients {
-        mut comps, status, ..
-    } = super::progressive::emu_coefficients(path, data, max_pixels)?;
-    let mut samples: Vec<Vec<u8>> = comps.iter().map(|g| vec![0u8; g.coef.len()]).collect();
-    let coef: Vec<u64> = comps
-        .iter_mut()
-        .map(|g| g.coef.as_mut_ptr() as u64)
-        .collect();
-    let out: Vec<u64> = samples.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
+    let p = super::progressive::planned(path, data, max_pixels)?;
     let mut pixels = vec![0u8; p.width as usize * p.height as usize * 3];
-    let c = color(&p, &out, pixels.as_mut_ptr() as u64, p.width * 3).map_err(sample_error)?;
-    let planes = planes(&p, &coef, &out, 0);
-    let blocks = planes.iter().map(|g| g.stride * g.rows).sum();
-    // SAFETY: every plane's coefficients and samples are the Vecs above,
-    // stride * rows blocks each (64 i16 and 64 bytes a block), and the
-    // colour pass reads those samples and writes `pixels`, width * height
-    // * 3 bytes at width * 3 a row; all outlive the synchronous calls.
-    unsafe {
-        super::emu::idct(&planes, blocks);
-        super::emu::color(&[c]);
-    }
+    let status =
+        emu_decode(&p, data, &mut pixels).map_err(|source| crate::error::Error::Sample {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(Rgb {
         width: p.width,
         height: p.height,
         pixels,
         status,
     })
+}
+
+/// Decode `data`, planned as `p`, to RGB8 in `out` (`width * 3` bytes a
+/// row, `height` rows) with the kernel sources compiled for the host; each
+/// chain's status, as [`Rgb::status`]. An error where `gf_color` does not
+/// convert the plan or `out` is too small; nothing is written then.
+#[cfg(feature = "kernel-emu")]
+pub(crate) fn emu_decode(p: &Plan, data: &[u8], out: &mut [u8]) -> Result<Vec<u32>, SampleError> {
+    let need = p.width as usize * p.height as usize * 3;
+    if out.len() < need {
+        return Err(SampleError::Panic(format!(
+            "{} bytes for a {}x{} image",
+            out.len(),
+            p.width,
+            p.height
+        )));
+    }
+    let (mut comps, status) = super::progressive::emu_scans(p, data);
+    let mut samples: Vec<Vec<u8>> = comps.iter().map(|g| vec![0u8; g.coef.len()]).collect();
+    let coef: Vec<u64> = comps
+        .iter_mut()
+        .map(|g| g.coef.as_mut_ptr() as u64)
+        .collect();
+    let planes_out: Vec<u64> = samples.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
+    let c = color(p, &planes_out, out.as_mut_ptr() as u64, p.width * 3)?;
+    let planes = planes(p, &coef, &planes_out, 0);
+    let blocks = planes.iter().map(|g| g.stride * g.rows).sum();
+    // SAFETY: every plane's coefficients and samples are the Vecs above,
+    // stride * rows blocks each (64 i16 and 64 bytes a block), and the
+    // colour pass reads those samples and writes `out`, which holds
+    // width * height * 3 bytes (checked above) at width * 3 a row; all
+    // outlive the synchronous calls.
+    unsafe {
+        super::emu::idct(&planes, blocks);
+        super::emu::color(&[c]);
+    }
+    Ok(status)
 }

@@ -155,24 +155,32 @@ fn grids(p: &Plan) -> Vec<CoefGrid> {
 #[doc(hidden)]
 pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
     let p = planned(path, data, max_pixels)?;
-    let mut comps = grids(&p);
-    let coef: Vec<u64> = comps
-        .iter_mut()
-        .map(|g| g.coef.as_mut_ptr() as u64)
-        .collect();
-    let l = Launch::new(&p, data.as_ptr() as u64, data.len(), &coef);
-    let mut status = vec![u32::MAX; l.chains.len()];
-    // SAFETY: the chains address `data` (data_len bytes) and the grids just
-    // allocated, each stride * rows blocks as the plan sized them; all
-    // outlive the synchronous call, and the grids are written by nothing
-    // else meanwhile.
-    unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
+    let (comps, status) = emu_scans(&p, data);
     Ok(Coefficients {
         width: p.width,
         height: p.height,
         comps,
         status,
     })
+}
+
+/// The scans of `data`, planned as `p`, decoded with the kernel source
+/// compiled for the host: each component's grid and each chain's status.
+#[cfg(feature = "kernel-emu")]
+pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
+    let mut comps = grids(p);
+    let coef: Vec<u64> = comps
+        .iter_mut()
+        .map(|g| g.coef.as_mut_ptr() as u64)
+        .collect();
+    let l = Launch::new(p, data.as_ptr() as u64, data.len(), &coef);
+    let mut status = vec![u32::MAX; l.chains.len()];
+    // SAFETY: the chains address `data` (data_len bytes) and the grids just
+    // allocated, each stride * rows blocks as the plan sized them; all
+    // outlive the synchronous call, and the grids are written by nothing
+    // else meanwhile.
+    unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
+    (comps, status)
 }
 
 /// Launch `gf_progressive` (`f`) over `l`'s descriptors on `k`'s stream

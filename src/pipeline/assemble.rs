@@ -306,6 +306,7 @@ impl<'a> Assembly<'a> {
         Counters::add(&k.decoded_hardware, c.hardware);
         Counters::add(&k.decoded_cuda, c.cuda);
         Counters::add(&k.decoded_cpu_fallback, c.cpu);
+        Counters::add(&k.decoded_progressive, c.progressive);
     }
 
     /// Put an nvJPEG-route sample into the open decode group, opening one

@@ -85,6 +85,7 @@ pub struct PipelineBuilder {
     hardware_share_auto: bool,
     in_flight: usize,
     engine_call: usize,
+    progressive: bool,
     decoder_memory: u64,
     trace: bool,
     stream_buffer: Option<usize>,
@@ -127,6 +128,7 @@ impl Default for PipelineBuilder {
             hardware_share_auto: false,
             in_flight: DEFAULT_IN_FLIGHT,
             engine_call: 0,
+            progressive: std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1"),
             decoder_memory: DEFAULT_DECODER_MEMORY,
             trace: false,
             stream_buffer: None,
@@ -441,6 +443,24 @@ impl PipelineBuilder {
         self
     }
 
+    /// Decode progressive JPEGs on the device with gpufeed's own kernels
+    /// (`kernels/progressive.cu`, `pixels.cu`; nvJPEG route, CUDA backend):
+    /// no engine decodes them, and their Huffman decoding on the workers
+    /// was about 0.1 CPU-ms of every image's cost on photos/imagenet-size
+    /// (issue 16). The workers pass them on compressed; lanes of their own
+    /// decode each batch's into its decode arena, equal to libjpeg-turbo
+    /// byte for byte (tests/progressive.rs); what they refuse (incomplete
+    /// progressions, CMYK, damaged scans) decodes as the engine's
+    /// refusals do. Default false, or true where the environment sets
+    /// `GPUFEED_PROGRESSIVE_GPU=1`: never yet run on a GPU, so hidden
+    /// until one has. The emulated device runs it with the kernels
+    /// compiled for the host.
+    #[doc(hidden)]
+    pub fn progressive_kernels(mut self, yes: bool) -> Self {
+        self.progressive = yes;
+        self
+    }
+
     /// Bytes of pinned plus device memory nvJPEG may hold for the CUDA
     /// route's pooled decoders (CUDA backend). Each decoder's buffers grow
     /// to the largest image it decoded, and there is one decoder per
@@ -686,6 +706,7 @@ impl PipelineBuilder {
             workers,
             in_flight: self.in_flight,
             engine_call: self.engine_call,
+            progressive: self.progressive,
             decoder_memory: self.decoder_memory,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,

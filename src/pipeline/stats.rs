@@ -21,6 +21,7 @@ pub(crate) struct Counters {
     pub(crate) decoded_cuda: AtomicU64,
     pub(crate) decoded_cpu_fallback: AtomicU64,
     pub(crate) decoded_cpu_window: AtomicU64,
+    pub(crate) decoded_progressive: AtomicU64,
     pub(crate) queue_depth_sum: AtomicU64,
     pub(crate) queue_depth_polls: AtomicU64,
     pub(crate) errors: [AtomicU64; ErrorKind::ALL.len()],
@@ -58,6 +59,7 @@ impl Counters {
             decoded_cuda: self.decoded_cuda.load(Relaxed),
             decoded_cpu_fallback: self.decoded_cpu_fallback.load(Relaxed),
             decoded_cpu_window: self.decoded_cpu_window.load(Relaxed),
+            decoded_progressive: self.decoded_progressive.load(Relaxed),
             queue_depth_sum: self.queue_depth_sum.load(Relaxed),
             queue_depth_polls: self.queue_depth_polls.load(Relaxed),
             errors: std::array::from_fn(|i| self.errors[i].load(Relaxed)),
@@ -109,6 +111,10 @@ pub struct Stats {
     /// read, with an MCU to spare, from their top row down (libjpeg-turbo
     /// only, on sequential images that need no EXIF rotation).
     pub decoded_cpu_window: u64,
+    /// Progressive JPEGs decoded on the device by gpufeed's own kernels
+    /// (`PipelineBuilder::progressive_kernels`; not counted in
+    /// `decoded_cuda`).
+    pub decoded_progressive: u64,
     /// Sum over the consumer's batch requests of the samples that were
     /// finished and waiting at that moment (see
     /// [`mean_queue_depth`](Self::mean_queue_depth)).

@@ -127,3 +127,62 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
         })
         .collect()
 }
+
+/// An emulated progressive lane (`PipelineBuilder::progressive_kernels`):
+/// the progressive kernels compiled for the host, and a CPU decoder for
+/// the files they refuse, which on CUDA go back to the batch thread's
+/// decoders (`stage/cuda/prog_route.rs`).
+pub(super) struct EmuProgLane {
+    pub(super) cpu: crate::decode::CpuDecoder,
+    pub(super) img: crate::decode::Image,
+}
+
+/// Per job: decoded by the kernels (`true`) or, refused by them, by the
+/// lane's CPU decoder (`false`); an error where that failed too.
+pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
+
+/// Decode each job, whole, into its place in the arena (`width * 3` bytes
+/// a row, as the CUDA lanes write it): with the kernels where the plan
+/// takes the file and every chain of its scans decodes, else on the CPU.
+pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuProgReply {
+    jobs.into_iter()
+        .map(|j| {
+            let bytes = j.size.0 as usize * j.size.1 as usize * 3;
+            let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
+            let out = arena
+                .get_mut(j.at..j.at + bytes)
+                .ok_or_else(|| SampleError::Panic("progressive image outside the arena".into()))?;
+            if kernels_decode(&j.bytes, j.size, out) {
+                return Ok(true);
+            }
+            super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img)?;
+            out.copy_from_slice(
+                lane.img.data.get(..bytes).ok_or_else(|| {
+                    SampleError::Panic("CPU decode smaller than its header".into())
+                })?,
+            );
+            Ok(false)
+        })
+        .collect()
+}
+
+/// Whether the kernels decoded `data` (a `size` image) into `out`: as the
+/// CUDA lanes check, the plan must take it at its header's size, `gf_color`
+/// convert it, and every chain of scans report success.
+#[cfg(feature = "kernel-emu")]
+fn kernels_decode(data: &[u8], size: (u32, u32), out: &mut [u8]) -> bool {
+    use crate::cuda::pixels::{converts, emu_decode};
+    let Ok(p) = crate::jpeg::scans::plan(data, u64::MAX) else {
+        return false;
+    };
+    (p.width, p.height) == size
+        && converts(&p)
+        && emu_decode(&p, data, out).is_ok_and(|status| status.iter().all(|&s| s == 0))
+}
+
+/// Without `kernel-emu` the kernels are not built; nothing calls this (no
+/// [`EmuDevice`] exists).
+#[cfg(not(feature = "kernel-emu"))]
+fn kernels_decode(_data: &[u8], _size: (u32, u32), _out: &mut [u8]) -> bool {
+    false
+}

@@ -41,6 +41,12 @@ enum Flight {
         crate::cuda::lanes::Ticket<super::emu::EmuReply>,
         Vec<(usize, Option<Roi>)>,
     ),
+    /// Progressive files at an emulated progressive lane, and their
+    /// entries.
+    EmuProg(
+        crate::cuda::lanes::Ticket<super::emu::EmuProgReply>,
+        Vec<usize>,
+    ),
 }
 
 /// One sample of a group: where its image goes in the arena, its draws,
@@ -237,27 +243,47 @@ impl DeviceStage {
             (Engine::Cuda(e), Some(Arena::Cuda(a)), JpegRoute::Cuda(r)) => {
                 Flight::Cuda(e.submit_jpegs(a, jobs, r, counts)?, entries)
             }
-            (Engine::Emu(_), Some(Arena::Emu(arena)), JpegRoute::Emu(lanes)) => {
-                // Every job takes the crop-region route here, as on a
-                // hardware engine with ROI support: the decoded window is
-                // packed at its own width, and placement must shift the
+            (Engine::Emu(_), Some(Arena::Emu(arena)), JpegRoute::Emu(route)) => {
+                let job = |j: JpegJob| super::emu::EmuJob {
+                    bytes: j.bytes,
+                    size: (j.width, j.height),
+                    roi: j.roi,
+                    arena: arena.clone(),
+                    at: j.at,
+                };
+                // Progressive files go to the progressive lanes where
+                // there are some, whole, as on CUDA.
+                let (entries, jobs) = match &route.prog {
+                    Some(prog) => {
+                        let (p, rest): (Vec<_>, Vec<_>) = entries
+                            .into_iter()
+                            .zip(jobs)
+                            .partition(|(_, j)| j.progressive);
+                        if !p.is_empty() {
+                            let (k, p): (Vec<usize>, Vec<JpegJob>) = p.into_iter().unzip();
+                            let t = prog.submit(p.into_iter().map(job).collect());
+                            g.flight.push(Flight::EmuProg(t, k));
+                        }
+                        rest.into_iter().unzip()
+                    }
+                    None => (entries, jobs),
+                };
+                if jobs.is_empty() {
+                    return Ok(());
+                }
+                // Every other job takes the crop-region route here, as on
+                // a hardware engine with ROI support: the decoded window
+                // is packed at its own width, and placement must shift the
                 // draws to it. CI checks that bookkeeping bit for bit.
                 let placed = entries
                     .iter()
                     .zip(&jobs)
                     .map(|(&k, j)| (k, j.roi))
                     .collect();
-                let work = jobs
-                    .into_iter()
-                    .map(|j| super::emu::EmuJob {
-                        bytes: j.bytes,
-                        size: (j.width, j.height),
-                        roi: j.roi,
-                        arena: arena.clone(),
-                        at: j.at,
-                    })
-                    .collect();
-                Flight::Emu(lanes.submit(work), placed)
+                Flight::Emu(
+                    route.engine.submit(jobs.into_iter().map(job).collect()),
+                    placed,
+                )
             }
             #[allow(unreachable_patterns)]
             _ => return Err(Error::Device("JPEG route of another engine".into())),
@@ -272,6 +298,7 @@ impl DeviceStage {
             && g.flight.iter_mut().all(|f| match f {
                 Flight::Cuda(s, _) => s.ready(),
                 Flight::Emu(t, _) => t.ready(),
+                Flight::EmuProg(t, _) => t.ready(),
             })
     }
 
@@ -323,6 +350,27 @@ impl DeviceStage {
                     });
                     counts.hardware += u64::from(got.is_ok());
                     g.entries[k].outcome = Some(got.map(|()| roi));
+                }
+            }
+            (
+                Flight::EmuProg(t, entries),
+                Engine::Emu(_),
+                Some(Arena::Emu(_)),
+                JpegRoute::Emu(_),
+            ) => {
+                let reply = t.wait().unwrap_or_default();
+                let mut reply = reply.into_iter();
+                for k in entries {
+                    let got = reply.next().unwrap_or_else(|| {
+                        Err(SampleError::Panic("the progressive lane died".into()))
+                    });
+                    match got {
+                        Ok(true) => counts.progressive += 1,
+                        Ok(false) => counts.cpu += 1,
+                        Err(_) => {}
+                    }
+                    // Whole images: placement shifts nothing.
+                    g.entries[k].outcome = Some(got.map(|_| None));
                 }
             }
             #[allow(unreachable_patterns)]
@@ -418,5 +466,14 @@ pub(super) enum JpegRoute {
     /// The emulated device plays a hardware engine: lanes that decode
     /// with the CPU decoder, answered into the group's arena. The same
     /// bookkeeping, checkable without a GPU.
-    Emu(crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuReply>),
+    Emu(EmuRoute),
+}
+
+/// The emulated device's decoders of the nvJPEG route.
+pub(super) struct EmuRoute {
+    /// The engine's stand-in.
+    pub(super) engine: crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuReply>,
+    /// Progressive lanes (`PipelineBuilder::progressive_kernels`).
+    pub(super) prog:
+        Option<crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuProgReply>>,
 }

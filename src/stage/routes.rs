@@ -48,7 +48,12 @@ pub(super) fn make(
                 let route = NvRoute::new(e, batch, lanes, cpu, t, &ledgers.route, busy);
                 built(observe, "device: nvJPEG engine lanes", began);
                 match route {
-                    Ok(r) => {
+                    Ok(mut r) => {
+                        if cfg.progressive {
+                            let began = Instant::now();
+                            r.add_progressive(e, &ledgers.route);
+                            built(observe, "device: progressive lanes", began);
+                        }
                         // One per sample in flight, and the carried
                         // one: never fewer than the leases samples can
                         // hold (`decode/nvjpeg/pool.rs`).
@@ -83,7 +88,7 @@ pub(super) fn make(
                     engine: true,
                     share: share.clone(),
                     kind: WorkerDecodeKind::Emu,
-                    progressive_gpu: false,
+                    progressive_gpu: cfg.progressive,
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)
@@ -105,7 +110,32 @@ pub(super) fn make(
                         Vec::len,
                     ),
                 )?;
-                (Some(JpegRoute::Emu(lanes)), Some(Arc::new(workers)))
+                // Progressive lanes, as on CUDA: the kernels compiled
+                // for the host, a CPU decoder for what they refuse.
+                let prog = if cfg.progressive {
+                    let states = (0..2)
+                        .map(|_| {
+                            Ok(super::emu::EmuProgLane {
+                                cpu: fallback()?,
+                                img: crate::decode::Image::default(),
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let run =
+                        crate::cuda::lanes::observed(super::emu::emu_progressive, observe.clone());
+                    Some(crate::cuda::lanes::Lanes::new(
+                        "gpufeed-emu-progressive",
+                        states,
+                        run,
+                    )?)
+                } else {
+                    None
+                };
+                let route = super::jpeg::EmuRoute {
+                    engine: lanes,
+                    prog,
+                };
+                (Some(JpegRoute::Emu(route)), Some(Arc::new(workers)))
             }
         }
     } else {

@@ -114,3 +114,33 @@ pub(crate) fn corrupt_dataset() -> (tempfile::TempDir, Vec<PathBuf>, Vec<PathBuf
     bad_paths.push(link);
     (dir, good, bad_paths)
 }
+
+/// Run `epochs` epochs of `cpu` and `dev` side by side: each device batch
+/// must hold the CPU backend's samples (keys, labels, soft labels, and
+/// the skipped ones by message) and come in the same number; `check`
+/// compares the rest of each pair, named "epoch E batch B". Device
+/// batches are compared as they come and dropped: the trainer may hold
+/// only prefetch + 1 of them.
+pub(crate) fn each_batch_as_cpu(
+    cpu: &mut gpufeed::Pipeline,
+    dev: &mut gpufeed::Pipeline,
+    epochs: u64,
+    mut check: impl FnMut(&gpufeed::Batch, &gpufeed::Batch, &str),
+) {
+    let names = |e: &[gpufeed::Error]| e.iter().map(|e| e.to_string()).collect::<Vec<_>>();
+    for epoch in 0..epochs {
+        let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
+        let mut batches = 0;
+        for (b, (g, w)) in dev.epoch(epoch).zip(&want).enumerate() {
+            let g = g.unwrap();
+            batches += 1;
+            let what = format!("epoch {epoch} batch {b}");
+            assert_eq!(g.keys(), w.keys(), "{what}: keys");
+            assert_eq!(g.labels(), w.labels(), "{what}: labels");
+            assert_eq!(g.soft_labels(), w.soft_labels(), "{what}: soft labels");
+            assert_eq!(names(g.skipped()), names(w.skipped()), "{what}: skipped");
+            check(&g, w, &what);
+        }
+        assert_eq!(batches, want.len(), "epoch {epoch}: batch count");
+    }
+}

@@ -231,6 +231,8 @@ pub(crate) struct RouteCounts {
     pub(crate) hardware: u64,
     pub(crate) cuda: u64,
     pub(crate) cpu: u64,
+    /// Progressive files decoded by gpufeed's kernels.
+    pub(crate) progressive: u64,
 }
 
 impl NvRoute {
@@ -294,29 +296,33 @@ impl NvRoute {
             let run = crate::cuda::lanes::counted(run, busy, Vec::len);
             Some(Lanes::new("gpufeed-engine", states, run)?)
         };
-        let prog = if prog_route::wanted() {
-            let made = engine
-                .k
-                .progressive()
-                .and_then(|k| prog_route::lanes(ctx, k, 2, ledger));
-            match made {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    // A diagnostic's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.
-                    eprintln!("gpufeed: GPUFEED_PROGRESSIVE_GPU: no progressive lanes ({e})");
-                    None
-                }
-            }
-        } else {
-            None
-        };
         Ok(NvRoute {
             lanes,
             stats,
             cuda: DecoupledDecoder::new(ctx, 2, Some(&meter))?,
             cpu,
-            prog,
+            prog: None,
         })
+    }
+
+    /// Send progressive files to two progressive lanes on `engine`'s
+    /// device (`prog_route.rs`), their buffers counted in `ledger`; where
+    /// the kernels cannot be made, say why and go on without them (the
+    /// workers then decode those files' Huffman codes, as before).
+    pub(crate) fn add_progressive(
+        &mut self,
+        engine: &CudaEngine,
+        ledger: &Arc<crate::decode::nvjpeg::Ledger>,
+    ) {
+        let made = engine
+            .k
+            .progressive()
+            .and_then(|k| prog_route::lanes(&engine.k.ctx, k, 2, ledger));
+        match made {
+            Ok(l) => self.prog = Some(l),
+            // A setting's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.
+            Err(e) => eprintln!("gpufeed: progressive_kernels: no progressive lanes ({e})"),
+        }
     }
 
     pub(crate) fn has_hardware(&self) -> bool {
@@ -515,9 +521,8 @@ impl CudaEngine {
                     for ((&k, bytes), taken) in to_prog.iter().zip(reply.bytes).zip(reply.taken) {
                         sub.jobs[k].bytes = bytes;
                         if taken {
-                            // Decoded on the GPU, whole: counted with
-                            // the CUDA route's.
-                            counts.cuda += 1;
+                            // Decoded on the GPU, whole.
+                            counts.progressive += 1;
                             sub.result[k] = Ok(None);
                         } else {
                             retry.push(k);

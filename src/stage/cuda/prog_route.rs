@@ -8,9 +8,11 @@
 //! goes back to the batch thread, which decodes it as it decodes the
 //! engine's refusals (CUDA, then the CPU).
 //!
-//! Off unless `GPUFEED_PROGRESSIVE_GPU=1`: never yet run on a GPU
-//! (session 30, no device lent); the kernels equal libjpeg-turbo's output
-//! on the emulated device (tests/progressive.rs).
+//! Off unless `PipelineBuilder::progressive_kernels` (or
+//! `GPUFEED_PROGRESSIVE_GPU=1`): never yet run on a GPU (sessions 30-31,
+//! no device lent). On the emulated device the kernels equal
+//! libjpeg-turbo's output, alone and through a pipeline
+//! (tests/progressive.rs; the emulated route is in `stage/emu.rs`).
 
 use std::sync::Arc;
 
@@ -53,11 +55,6 @@ impl Drop for ProgLane {
     fn drop(&mut self) {
         self.ledger.refund(Kind::Device, self.counted as u64);
     }
-}
-
-/// Whether `GPUFEED_PROGRESSIVE_GPU=1` asks for the route.
-pub(super) fn wanted() -> bool {
-    std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1")
 }
 
 /// `lanes` lanes on `ctx` with `kernels`, their buffers counted in

@@ -45,6 +45,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "decoded_cuda": r.stats.decoded_cuda,
         "decoded_cpu_fallback": r.stats.decoded_cpu_fallback,
         "decoded_cpu_window": r.stats.decoded_cpu_window,
+        "decoded_progressive": r.stats.decoded_progressive,
     })
 }
 
@@ -159,6 +160,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
+        out["decoded_progressive"] = json!(stats.decoded_progressive);
         // Over the whole run, warm-up included.
         out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
         out["decoder_allocations"] = json!(stats.decoder_allocations);
@@ -290,6 +292,12 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
                 stats.decoded_cuda,
                 100.0 * stats.decoded_hardware as f64 / nvjpeg.max(1) as f64,
                 stats.decoded_cpu_fallback
+            );
+        }
+        if stats.decoded_progressive > 0 {
+            println!(
+                "  progressive lanes: {} progressive JPEGs decoded by gpufeed's kernels",
+                stats.decoded_progressive
             );
         }
         if !stats.decoder_pinned_wait.is_zero() {
