@@ -362,11 +362,13 @@ for phase in "${phases[@]}"; do
       # `quick` before it. Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       # Session 30: the progressive-scan decoder (kernels/progressive.cu)
-      # against libjpeg-turbo's coefficients, then under memcheck.
-      step progressive 60 "$bin/test-progressive" gpu_ --nocapture
+      # against libjpeg-turbo's coefficients and pixels, and (session 31)
+      # its route through a pipeline; then memcheck over the pixels test,
+      # which runs all three kernels on every progressive file.
+      step progressive 120 "$bin/test-progressive" gpu_ --nocapture
       if command -v compute-sanitizer >/dev/null; then
-        step sanitizer-memcheck-progressive 120 compute-sanitizer --tool memcheck \
-          --error-exitcode 1 "$bin/test-progressive" gpu_
+        step sanitizer-memcheck-progressive 150 compute-sanitizer --tool memcheck \
+          --error-exitcode 1 "$bin/test-progressive" gpu_pixels
       fi
       # Its speed: one launch of each kernel per batch of 256 progressive
       # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
@@ -431,8 +433,8 @@ for phase in "${phases[@]}"; do
       step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
       # The augment kernels against the CPU reference.
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
-      # The progressive-scan decoder against libjpeg-turbo.
-      step progressive 60 "$bin/test-progressive" gpu_ --nocapture
+      # The progressive-scan decoder against libjpeg-turbo, and its route.
+      step progressive 120 "$bin/test-progressive" gpu_ --nocapture
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
@@ -460,8 +462,8 @@ for phase in "${phases[@]}"; do
         for tool in memcheck racecheck; do
           step "sanitizer-$tool" 180 compute-sanitizer --tool "$tool" --error-exitcode 1 \
             "$bin/test-kernel_device" gpu_ --test-threads=1
-          step "sanitizer-$tool-progressive" 120 compute-sanitizer --tool "$tool" \
-            --error-exitcode 1 "$bin/test-progressive" gpu_
+          step "sanitizer-$tool-progressive" 150 compute-sanitizer --tool "$tool" \
+            --error-exitcode 1 "$bin/test-progressive" gpu_pixels
           # Racecheck over nvJPEG's own kernels did not finish one route
           # test in 199 s on an H200 (2026-11-26): our kernels only.
           local_stage="gpu_rrc_f32 gpu_small_staging"

@@ -56,6 +56,13 @@ pub(crate) struct AugmentKernels {
     index: usize,
 }
 
+thread_local! {
+    /// Device 0's kernels for [`AugmentKernels::device0`], one set per
+    /// thread.
+    static DEVICE0: std::cell::RefCell<Option<std::rc::Rc<AugmentKernels>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// The kernel files in `kernel_sources` order, with their entry points.
 const AUGMENT_FILE: usize = 0;
 const PHOTO_FILE: usize = 1;
@@ -86,6 +93,20 @@ impl AugmentKernels {
             arch,
             index,
         })
+    }
+
+    /// Device 0's kernels, made once per thread and kept: the tests'
+    /// one-file helpers (`gpu_rgb`, `gpu_coefficients`) run per file over
+    /// the corpus's ~900 progressive files, and making the set each time
+    /// (devices listed, modules loaded, a stream) would cost the GPU
+    /// runner's time-limited steps seconds per hundred files.
+    pub(crate) fn device0() -> Result<std::rc::Rc<AugmentKernels>> {
+        if let Some(k) = DEVICE0.with(|d| d.borrow().clone()) {
+            return Ok(k);
+        }
+        let k = std::rc::Rc::new(AugmentKernels::new(0)?);
+        DEVICE0.with(|d| *d.borrow_mut() = Some(k.clone()));
+        Ok(k)
     }
 
     /// Load the photometric and/or mix kernels now, for a pipeline that

@@ -324,7 +324,7 @@ fn upload<T: DeviceRepr + ValidAsZeroBits>(
 #[doc(hidden)]
 pub fn gpu_rgb(path: &Path, data: &[u8], max_pixels: u64) -> Result<Rgb> {
     let p = planned(path, data, max_pixels)?;
-    let k = AugmentKernels::new(0)?;
+    let k = AugmentKernels::device0()?;
     let mut b = Buffers::new(&k.ctx, k.stream.clone(), k.progressive()?);
     let rgb = k.zeros::<u8>(p.width as usize * p.height as usize * 3)?;
     let out = [(k.address(&rgb), p.width * 3)];

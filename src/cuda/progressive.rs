@@ -224,7 +224,7 @@ pub(crate) fn launch_scans(
 #[doc(hidden)]
 pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
     let p = planned(path, data, max_pixels)?;
-    let k = super::launch::AugmentKernels::new(0)?;
+    let k = super::launch::AugmentKernels::device0()?;
     let (scan, _, _) = k.progressive()?;
     let dev_data = k.stream.clone_htod(data).map_err(Error::cuda("upload"))?;
     let mut grids_dev = Vec::new();
