@@ -363,13 +363,9 @@ for phase in "${phases[@]}"; do
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       # Session 30: the progressive-scan decoder (kernels/progressive.cu)
       # against libjpeg-turbo's coefficients and pixels, and (session 31)
-      # its route through a pipeline; then memcheck over the pixels test,
-      # which runs all three kernels on every progressive file.
+      # its route through a pipeline (memcheck over it comes after the
+      # route's numbers below: ~2,700 launches instrumented take long).
       step progressive 120 "$bin/test-progressive" gpu_ --nocapture
-      if command -v compute-sanitizer >/dev/null; then
-        step sanitizer-memcheck-progressive 150 compute-sanitizer --tool memcheck \
-          --error-exitcode 1 "$bin/test-progressive" gpu_pixels
-      fi
       # Its speed: one launch of each kernel per batch of 256 progressive
       # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
       # costs the workers' Huffman decoding today.
@@ -392,6 +388,12 @@ for phase in "${phases[@]}"; do
       pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
       GPUFEED_PROGRESSIVE_GPU=1 step corpus-progressive-gpu 180 "$bin/test-corpus" whole_corpus \
         --nocapture
+      # Memcheck over the pixels test, which runs all three progressive
+      # kernels on every progressive file of the corpus (fuzz seeds too).
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-memcheck-progressive 150 compute-sanitizer --tool memcheck \
+          --error-exitcode 1 "$bin/test-progressive" gpu_pixels
+      fi
       # Issue 16, item 3: both routes at once ran slower than either alone
       # (share 0.5: 13,700-14,000 img/s; 0: 16,900-17,300; 1: 15,600-16,800),
       # with the engine 96 % busy on half the images. A timeline of it, and
