@@ -144,6 +144,7 @@ fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             .layout(gpufeed::Layout::Nhwc)
             .staging_bytes(8 << 20)
             .progressive_kernels(on)
+            .trace(on)
             .build()
             .unwrap()
     };
@@ -173,10 +174,19 @@ fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
         s.decoded_hardware,
         s.errors.iter().sum::<u64>()
     );
+    // The lanes' calls in the timeline (issue 16, item 6), on tracks of
+    // their own.
+    let json = dev.trace_json().unwrap();
+    assert!(
+        json.contains("\"name\":\"progressive: decode call\"")
+            && json.contains("gpufeed-emu-progressive-") == emulated
+            && json.contains("\"gpufeed-progressive-") != emulated,
+        "the progressive lanes' calls"
+    );
     if emulated {
-        // Both halves of the route ran.
+        // Both halves of the route ran, and the engine beside them.
         assert!(
-            s.decoded_progressive > 0 && s.decoded_cpu_fallback > 0,
+            s.decoded_progressive > 0 && s.decoded_cpu_fallback > 0 && s.decoded_hardware > 0,
             "{s:?}"
         );
     } else {

@@ -19,10 +19,23 @@ pub(crate) use super::timeline::Observe;
 /// The name lane calls show under in a timeline.
 pub(crate) const CALL: &str = "engine: decode call";
 
+/// The name progressive lanes' calls show under
+/// (`stage/cuda/prog_route.rs`).
+pub(crate) const PROGRESSIVE_CALL: &str = "progressive: decode call";
+
 /// `run`, reporting each call to `observe` when there is one.
 pub(crate) fn observed<S, Q, A>(
     run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
     observe: Option<Observe>,
+) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+    observed_as(run, observe, CALL)
+}
+
+/// `run`, reporting each call to `observe` as `name`.
+pub(crate) fn observed_as<S, Q, A>(
+    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    observe: Option<Observe>,
+    name: &'static str,
 ) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
     move |s, q| {
         let t0 = std::time::Instant::now();
@@ -30,7 +43,7 @@ pub(crate) fn observed<S, Q, A>(
         if let Some(o) = &observe {
             o(super::timeline::Seen {
                 track: None,
-                name: CALL,
+                name,
                 start: t0,
                 end: std::time::Instant::now(),
             });

@@ -51,7 +51,7 @@ pub(super) fn make(
                     Ok(mut r) => {
                         if cfg.progressive {
                             let began = Instant::now();
-                            r.add_progressive(e, &ledgers.route);
+                            r.add_progressive(e, &ledgers.route, observe.clone());
                             built(observe, "device: progressive lanes", began);
                         }
                         // One per sample in flight, and the carried
@@ -121,8 +121,11 @@ pub(super) fn make(
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    let run =
-                        crate::cuda::lanes::observed(super::emu::emu_progressive, observe.clone());
+                    let run = crate::cuda::lanes::observed_as(
+                        super::emu::emu_progressive,
+                        observe.clone(),
+                        crate::cuda::lanes::PROGRESSIVE_CALL,
+                    );
                     Some(crate::cuda::lanes::Lanes::new(
                         "gpufeed-emu-progressive",
                         states,

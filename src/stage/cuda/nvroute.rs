@@ -306,18 +306,20 @@ impl NvRoute {
     }
 
     /// Send progressive files to two progressive lanes on `engine`'s
-    /// device (`prog_route.rs`), their buffers counted in `ledger`; where
-    /// the kernels cannot be made, say why and go on without them (the
-    /// workers then decode those files' Huffman codes, as before).
+    /// device (`prog_route.rs`), their buffers counted in `ledger`, their
+    /// calls reported to `observe` (the timeline); where the kernels
+    /// cannot be made, say why and go on without them (the workers then
+    /// decode those files' Huffman codes, as before).
     pub(crate) fn add_progressive(
         &mut self,
         engine: &CudaEngine,
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
+        observe: Option<crate::cuda::lanes::Observe>,
     ) {
         let made = engine
             .k
             .progressive()
-            .and_then(|k| prog_route::lanes(&engine.k.ctx, k, 2, ledger));
+            .and_then(|k| prog_route::lanes(&engine.k.ctx, k, 2, ledger, observe));
         match made {
             Ok(l) => self.prog = Some(l),
             // A setting's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.

@@ -58,12 +58,13 @@ impl Drop for ProgLane {
 }
 
 /// `lanes` lanes on `ctx` with `kernels`, their buffers counted in
-/// `ledger`.
+/// `ledger`, each call reported to `observe` (the timeline).
 pub(super) fn lanes(
     ctx: &Arc<CudaContext>,
     kernels: ProgressiveKernels,
     lanes: usize,
     ledger: &Arc<Ledger>,
+    observe: Option<crate::cuda::lanes::Observe>,
 ) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
     let mut states = Vec::new();
     for _ in 0..lanes.max(1) {
@@ -77,7 +78,9 @@ pub(super) fn lanes(
             counted: 0,
         });
     }
-    Lanes::new("gpufeed-progressive", states, run_lane)
+    let run =
+        crate::cuda::lanes::observed_as(run_lane, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
+    Lanes::new("gpufeed-progressive", states, run)
 }
 
 /// Plan, upload, decode and wait, on the lane's thread.
