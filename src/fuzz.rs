@@ -167,3 +167,46 @@ pub fn shard(data: &[u8]) -> Option<usize> {
     assert!(samples.len() <= ix.entries.len());
     Some(ix.entries.len())
 }
+
+/// The progressive route's host side (issue 16): the scan planner
+/// (`jpeg/scans.rs`), and with the `kernel-emu` feature the three kernels
+/// compiled for the host. A plan it accepts addresses only the file and
+/// itself: every scan's segment inside the bytes, every table index and
+/// component in range, each grid whole MCUs that cover the blocks its
+/// non-interleaved scans read. The kernels answer any scan data with a
+/// status per chain, never a read or write outside their buffers (under
+/// `cargo fuzz` with `CXXFLAGS=-fsanitize=address` the host-compiled
+/// kernels are checked too). Returns whether the file planned and, with
+/// the kernels, whether every chain decoded.
+pub fn progressive(data: &[u8]) -> bool {
+    let Ok(p) = crate::jpeg::scans::plan(data, MAX_PIXELS) else {
+        return false;
+    };
+    assert!(p.width > 0 && p.height > 0, "accepted a zero dimension");
+    assert!(u64::from(p.width) * u64::from(p.height) <= MAX_PIXELS);
+    for c in &p.comps {
+        assert!(
+            c.stride >= c.bw && c.rows >= c.bh,
+            "grid smaller than its blocks"
+        );
+    }
+    for s in &p.scans {
+        let end = u64::from(s.offset) + u64::from(s.length);
+        assert!(end <= data.len() as u64, "scan segment past the file");
+        let table = |t: u16| t == u16::MAX || usize::from(t) < p.tables.len();
+        for &(c, dc, ac) in &s.comps {
+            assert!(
+                usize::from(c) < p.comps.len(),
+                "scan component out of range"
+            );
+            assert!(table(dc) && table(ac), "Huffman table index out of range");
+        }
+    }
+    #[cfg(feature = "kernel-emu")]
+    if crate::cuda::pixels::converts(&p) {
+        let mut out = vec![0u8; p.width as usize * p.height as usize * 3];
+        return crate::cuda::pixels::emu_decode(&p, data, &mut out)
+            .is_ok_and(|status| status.iter().all(|&s| s == 0));
+    }
+    true
+}

@@ -297,3 +297,23 @@ fn shard_listing_survives_mutations() {
         gpufeed::fuzz::shard(b).is_some()
     });
 }
+
+/// The progressive route's planner (and, built with `kernel-emu`, its
+/// kernels compiled for the host) on mutated progressive files of the
+/// seeds.
+#[test]
+fn progressive_route_survives_mutations() {
+    let progressive: Vec<Vec<u8>> = seeds()
+        .into_iter()
+        .filter(|b| {
+            gpufeed::jpeg::parse_header(b, u64::MAX)
+                .is_ok_and(|h| h.sof == gpufeed::jpeg::SofKind::Progressive)
+        })
+        .collect();
+    run_on(
+        "progressive",
+        count(10_000),
+        progressive,
+        gpufeed::fuzz::progressive,
+    );
+}
