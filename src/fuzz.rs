@@ -202,11 +202,19 @@ pub fn progressive(data: &[u8]) -> bool {
             assert!(table(dc) && table(ac), "Huffman table index out of range");
         }
     }
-    #[cfg(feature = "kernel-emu")]
-    if crate::cuda::pixels::converts(&p) {
-        let mut out = vec![0u8; p.width as usize * p.height as usize * 3];
-        return crate::cuda::pixels::emu_decode(&p, data, &mut out)
-            .is_ok_and(|status| status.iter().all(|&s| s == 0));
-    }
+    kernels(&p, data)
+}
+
+/// The three kernels compiled for the host on a plan of `data`: whether
+/// every chain decoded (without `kernel-emu`: nothing to run, true).
+#[cfg(feature = "kernel-emu")]
+fn kernels(p: &crate::jpeg::scans::Plan, data: &[u8]) -> bool {
+    let mut out = vec![0u8; p.width as usize * p.height as usize * 3];
+    crate::cuda::pixels::emu_decode(p, data, &mut out)
+        .is_ok_and(|status| status.iter().all(|&s| s == 0))
+}
+
+#[cfg(not(feature = "kernel-emu"))]
+fn kernels(_: &crate::jpeg::scans::Plan, _: &[u8]) -> bool {
     true
 }

@@ -23,6 +23,9 @@ pub(crate) const CALL: &str = "engine: decode call";
 /// (`stage/cuda/prog_route.rs`).
 pub(crate) const PROGRESSIVE_CALL: &str = "progressive: decode call";
 
+/// Progressive lanes per pipeline (CUDA and emulated).
+pub(crate) const PROGRESSIVE_LANES: usize = 2;
+
 /// `run`, reporting each call to `observe` when there is one.
 pub(crate) fn observed<S, Q, A>(
     run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,

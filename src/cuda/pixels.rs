@@ -168,14 +168,17 @@ pub(crate) fn emu_decode(p: &Plan, data: &[u8], out: &mut [u8]) -> Result<Vec<u3
             p.height
         )));
     }
+    let mut samples: Vec<Vec<u8>> = (0..p.comps.len())
+        .map(|c| vec![0u8; p.coefficients(c)])
+        .collect();
+    let planes_out: Vec<u64> = samples.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
+    // Before the scans: a plan `gf_color` cannot convert costs no decoding.
+    let c = color(p, &planes_out, out.as_mut_ptr() as u64, p.width * 3)?;
     let (mut comps, status) = super::progressive::emu_scans(p, data);
-    let mut samples: Vec<Vec<u8>> = comps.iter().map(|g| vec![0u8; g.coef.len()]).collect();
     let coef: Vec<u64> = comps
         .iter_mut()
         .map(|g| g.coef.as_mut_ptr() as u64)
         .collect();
-    let planes_out: Vec<u64> = samples.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
-    let c = color(p, &planes_out, out.as_mut_ptr() as u64, p.width * 3)?;
     let planes = planes(p, &coef, &planes_out, 0);
     let blocks = planes.iter().map(|g| g.stride * g.rows).sum();
     // SAFETY: every plane's coefficients and samples are the Vecs above,

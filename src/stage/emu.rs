@@ -171,13 +171,12 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
 /// convert it, and every chain of scans report success.
 #[cfg(feature = "kernel-emu")]
 fn kernels_decode(data: &[u8], size: (u32, u32), out: &mut [u8]) -> bool {
-    use crate::cuda::pixels::{converts, emu_decode};
     let Ok(p) = crate::jpeg::scans::plan(data, u64::MAX) else {
         return false;
     };
     (p.width, p.height) == size
-        && converts(&p)
-        && emu_decode(&p, data, out).is_ok_and(|status| status.iter().all(|&s| s == 0))
+        && crate::cuda::pixels::emu_decode(&p, data, out)
+            .is_ok_and(|status| status.iter().all(|&s| s == 0))
 }
 
 /// Without `kernel-emu` the kernels are not built; nothing calls this (no

@@ -113,7 +113,7 @@ pub(super) fn make(
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
                 let prog = if cfg.progressive {
-                    let states = (0..2)
+                    let states = (0..crate::cuda::lanes::PROGRESSIVE_LANES)
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,

@@ -316,10 +316,15 @@ impl NvRoute {
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
         observe: Option<crate::cuda::lanes::Observe>,
     ) {
-        let made = engine
-            .k
-            .progressive()
-            .and_then(|k| prog_route::lanes(&engine.k.ctx, k, 2, ledger, observe));
+        let made = engine.k.progressive().and_then(|k| {
+            prog_route::lanes(
+                &engine.k.ctx,
+                k,
+                crate::cuda::lanes::PROGRESSIVE_LANES,
+                ledger,
+                observe,
+            )
+        });
         match made {
             Ok(l) => self.prog = Some(l),
             // A setting's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.
