@@ -183,6 +183,11 @@ fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             && json.contains("\"gpufeed-progressive-") != emulated,
         "the progressive lanes' calls"
     );
+    // The lanes' buffers are in memory() (issue 16, item 5): on CUDA
+    // their device buffers, on the emulated device the image buffer of
+    // their CPU decoder, which alone counts as device memory there.
+    let m = dev.memory();
+    assert!(m.decoder_device_bytes > 0, "{m:?}");
     if emulated {
         // Both halves of the route ran, and the engine beside them.
         assert!(

@@ -131,10 +131,14 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
 /// An emulated progressive lane (`PipelineBuilder::progressive_kernels`):
 /// the progressive kernels compiled for the host, and a CPU decoder for
 /// the files they refuse, which on CUDA go back to the batch thread's
-/// decoders (`stage/cuda/prog_route.rs`).
+/// decoders (`stage/cuda/prog_route.rs`). The CPU decoder's image buffer
+/// stands for the CUDA lane's device buffers, which grow to the largest
+/// group and stay: it is counted in `ledger` as they are (issue 16, item
+/// 5). The kernels' scratch lives only for a call and is not counted.
 pub(super) struct EmuProgLane {
     pub(super) cpu: crate::decode::CpuDecoder,
     pub(super) img: crate::decode::Image,
+    pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
 }
 
 /// Per job: decoded by the kernels (`true`) or, refused by them, by the
@@ -155,7 +159,18 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
             if kernels_decode(&j.bytes, j.size, out) {
                 return Ok(true);
             }
-            super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img)?;
+            let before = lane.img.data.capacity();
+            let decoded =
+                super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
+            let grew = lane.img.data.capacity().saturating_sub(before);
+            if grew > 0 {
+                // The ledger has no limit: the charge always goes through.
+                let _ = lane
+                    .ledger
+                    .charge(crate::decode::nvjpeg::Kind::Device, grew as u64);
+                lane.ledger.note_allocation();
+            }
+            decoded?;
             out.copy_from_slice(
                 lane.img.data.get(..bytes).ok_or_else(|| {
                     SampleError::Panic("CPU decode smaller than its header".into())

@@ -118,6 +118,7 @@ pub(super) fn make(
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,
                                 img: crate::decode::Image::default(),
+                                ledger: ledgers.route.clone(),
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;

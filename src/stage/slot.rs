@@ -118,7 +118,10 @@ pub struct Memory {
     /// [`decoder_memory_limit`](crate::PipelineBuilder::decoder_memory_limit).
     /// (The emulated device counts its engine lanes' image buffers here.)
     pub decoder_pinned_bytes: u64,
-    /// Device memory nvJPEG holds now, as for `decoder_pinned_bytes`.
+    /// Device memory nvJPEG holds now, as for `decoder_pinned_bytes`, and
+    /// the progressive lanes' buffers (kept at the largest group's size).
+    /// (The emulated device counts its progressive lanes' image buffers
+    /// here.)
     pub decoder_device_bytes: u64,
     /// The most pinned plus device memory nvJPEG held at once so far, as
     /// the sum of the decoder pool's peak and the other decoders' peak (so
