@@ -1,6 +1,6 @@
 //! `cargo fuzz run progressive` (planner only), or with the kernels
-//! compiled for the host and checked by ASan:
-//! `CXXFLAGS=-fsanitize=address cargo +nightly fuzz run --features kernel-emu progressive`.
+//! compiled for the host by clang, checked by ASan and UBSan and guided by
+//! their coverage: `scripts/fuzz-kernels.sh SECONDS`.
 //! See src/fuzz.rs for what it checks.
 #![no_main]
 
