@@ -99,12 +99,7 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
             let want = largest.fetch_max(bytes, Relaxed).max(bytes);
             let before = img.data.capacity();
             img.data.reserve(want.saturating_sub(img.data.len()));
-            let grew = img.data.capacity() - before;
-            if grew > 0 {
-                // The ledger has no limit: the charge always goes through.
-                let _ = ledger.charge(Kind::Pinned, grew as u64);
-                ledger.note_allocation();
-            }
+            count_growth(ledger, Kind::Pinned, before, img.data.capacity());
             super::handoff::decode_on_cpu(&j.bytes, j.size, cpu, img)?;
             let whole = crate::decode::nvjpeg::Roi {
                 x: 0,
@@ -126,6 +121,22 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
             Ok(())
         })
         .collect()
+}
+
+/// Count a lane's buffer grown from `before` to `after` bytes in `ledger`
+/// as `kind`, as one allocation (nvJPEG's buffers are counted so).
+fn count_growth(
+    ledger: &crate::decode::nvjpeg::Ledger,
+    kind: crate::decode::nvjpeg::Kind,
+    before: usize,
+    after: usize,
+) {
+    let grew = after.saturating_sub(before);
+    if grew > 0 {
+        // The ledger has no limit: the charge always goes through.
+        let _ = ledger.charge(kind, grew as u64);
+        ledger.note_allocation();
+    }
 }
 
 /// An emulated progressive lane (`PipelineBuilder::progressive_kernels`):
@@ -162,14 +173,12 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
             let before = lane.img.data.capacity();
             let decoded =
                 super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
-            let grew = lane.img.data.capacity().saturating_sub(before);
-            if grew > 0 {
-                // The ledger has no limit: the charge always goes through.
-                let _ = lane
-                    .ledger
-                    .charge(crate::decode::nvjpeg::Kind::Device, grew as u64);
-                lane.ledger.note_allocation();
-            }
+            count_growth(
+                &lane.ledger,
+                crate::decode::nvjpeg::Kind::Device,
+                before,
+                lane.img.data.capacity(),
+            );
             decoded?;
             out.copy_from_slice(
                 lane.img.data.get(..bytes).ok_or_else(|| {
