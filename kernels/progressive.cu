@@ -2,15 +2,19 @@
 // (T.81 Annex G.1.2), so that progressive files, which neither the hardware
 // engine nor nvJPEG's GPU Huffman decodes, need no CPU Huffman work
 // (issue 16: on photos/imagenet-size their CPU Huffman alone costs about
-// 0.1 CPU-ms per image averaged over all images).
+// 0.1 CPU-ms per image averaged over all images). Sequential scans too
+// (F.2.2, a scan with Ss = 0, Se = 63): the Huffman work that the CUDA
+// route's share otherwise puts on the CPU, about 1 CPU-ms per image.
 //
 // One thread per chain (scan.cuh): the DC scans of an image, or the AC
-// scans of one of its components. Chains write disjoint coefficients
+// scans of one of its components, or every scan of a sequential image
+// (one chain: its Huffman decoding is serial). Chains write disjoint coefficients
 // (DC and AC scans code disjoint bands, T.81 G.1.1.1.1), so they need no
 // ordering between them; within a chain the scans run in file order, as
 // refinement scans build on the bits before them.
 //
-// The procedures follow libjpeg's jdphuff.c, which the tests compare with
+// The procedures follow libjpeg's jdphuff.c (jdhuff.c for sequential
+// scans), which the tests compare with
 // bit for bit: same coefficient values, same treatment of run lengths past
 // the band (its natural-order table's 16 extra entries). Where libjpeg
 // warns and goes on (a bad code, bits past a marker, a missing restart
@@ -176,6 +180,31 @@ __device__ __forceinline__ void gf_ac_first(GfBits& b, const GfHuff& t, GfScanSt
     }
 }
 
+// F.2.2.1, F.2.2.2: a whole block of a sequential scan, as libjpeg-turbo's
+// jdhuff.c decodes it: the DC prediction adds as unsigned (a run of extreme
+// differences wraps there rather than failing), and a zero-size symbol
+// other than ZRL ends the block whatever its run.
+__device__ __forceinline__ void gf_seq_block(GfBits& b, const GfHuff& dct, const GfHuff& act,
+                                             GfScanState& st, int ci, short* blk) {
+    const int s = gf_huff(b, dct);
+    const int diff = gf_extend(gf_bits(b, s), s);
+    st.pred[ci] = (int)((unsigned int)st.pred[ci] + (unsigned int)diff);
+    blk[0] = (short)st.pred[ci];
+    for (int k = 1; k < 64; ++k) {
+        const int rs = gf_huff(b, act);
+        const int r = rs >> 4, z = rs & 15;
+        if (z != 0) {
+            k += r;
+            blk[gf_natural[k]] = (short)gf_extend(gf_bits(b, z), z);
+        } else if (r == 15) {
+            k += 15;
+        } else {
+            break;
+        }
+        if (b.status != GF_SCAN_OK) return;
+    }
+}
+
 // One correction bit for a coefficient already nonzero (G.1.2.3).
 __device__ __forceinline__ void gf_correct(GfBits& b, short* c, int p1) {
     if (gf_bits(b, 1) && (*c & p1) == 0) *c = (short)(*c >= 0 ? *c + p1 : *c - p1);
@@ -230,7 +259,9 @@ __device__ __forceinline__ short* gf_block(const GfCoefs& c, unsigned int bx, un
 
 __device__ __forceinline__ void gf_block_decode(GfBits& b, const GfScan& s, const GfHuff* tables,
                                                 GfScanState& st, int i, short* blk) {
-    if (s.ss == 0) {
+    if (s.se == 63 && s.ss == 0) {
+        gf_seq_block(b, tables[s.dc[i]], tables[s.ac[i]], st, i, blk);
+    } else if (s.ss == 0) {
         if (s.ah == 0) gf_dc_first(b, tables[s.dc[i]], st, i, s.al, blk);
         else gf_dc_refine(b, s.al, blk);
     } else {
@@ -245,11 +276,14 @@ __device__ __forceinline__ void gf_block_decode(GfBits& b, const GfScan& s, cons
 __device__ __forceinline__ bool gf_scan_ok(const GfChain& ch, const GfScan& s, unsigned int n_tables) {
     if (s.offset > ch.data_len || s.length > ch.data_len - s.offset) return false;
     if (s.comps == 0 || s.comps > 4 || s.al > 13) return false;
-    if (s.ss == 0 ? s.se != 0 : (s.se < s.ss || s.se > 63 || s.comps != 1)) return false;
+    const bool seq = s.ss == 0 && s.se == 63;
+    if (seq ? (s.ah != 0 || s.al != 0)
+            : (s.ss == 0 ? s.se != 0 : (s.se < s.ss || s.se > 63 || s.comps != 1)))
+        return false;
     for (int i = 0; i < s.comps; ++i) {
         if (s.comp[i] >= ch.comps) return false;
         if (s.ss == 0 && s.ah == 0 && s.dc[i] >= n_tables) return false;
-        if (s.ss != 0 && s.ac[i] >= n_tables) return false;
+        if ((s.ss != 0 || seq) && s.ac[i] >= n_tables) return false;
     }
     return true;
 }

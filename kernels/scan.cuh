@@ -39,7 +39,7 @@ struct GfCoefs {
 
 // One thread's work: scans that touch coefficients no other chain touches,
 // decoded in file order (all DC scans of an image; or all AC scans of one
-// component).
+// component; or all scans of a sequential image).
 struct GfChain {
     unsigned long long data;   // device pointer: the image's bytes
     unsigned int data_len;

@@ -365,7 +365,8 @@ for phase in "${phases[@]}"; do
       # against libjpeg-turbo's coefficients and pixels, and (session 31)
       # its route through a pipeline (memcheck over it comes after the
       # route's numbers below: ~2,700 launches instrumented take long).
-      step progressive 120 "$bin/test-progressive" gpu_ --nocapture
+      # (session 33: sequential files too, photos/full's left out)
+      step progressive 180 "$bin/test-progressive" gpu_ --nocapture
       # Its speed: one launch of each kernel per batch of 256 progressive
       # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
       # costs the workers' Huffman decoding today.
@@ -374,6 +375,14 @@ for phase in "${phases[@]}"; do
         step "progressive-bench-$set" 60 "$bin/gpufeed" progressive-bench \
           "$GPUFEED_CORPUS/photos/$set" --batch 256 --iters 20
       done
+      # The same kernels on imagenet-size's 160 sequential photos (session
+      # 33; one thread per image): whether they could take the CUDA
+      # route's Huffman work, ~1 CPU-ms per image on the workers, off the
+      # CPU (issue 16, item 3c) at a rate worth a route.
+      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
+        step sequential-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
+          "$GPUFEED_CORPUS/photos/imagenet-size" --sequential --batch 256 --iters 20
+      fi
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers
       grow_data
@@ -386,6 +395,11 @@ for phase in "${phases[@]}"; do
       GPUFEED_PROGRESSIVE_GPU=1 step device-stage-progressive-gpu 150 "$bin/test-device_stage" \
         gpu_ --test-threads=1 --nocapture
       pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
+      # Session 33: the CUDA share's sequential files under 1 MP at the
+      # same lanes (GPUFEED_SEQUENTIAL_GPU=1, never run): at share 0 every
+      # image's Huffman decoding leaves the workers (~0.77 CPU-ms per
+      # image there on 2026-11-26); whether img/s holds is the question.
+      pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
       GPUFEED_PROGRESSIVE_GPU=1 step corpus-progressive-gpu 180 "$bin/test-corpus" whole_corpus \
         --nocapture
       # Memcheck over the pixels test, which runs all three progressive
@@ -436,7 +450,8 @@ for phase in "${phases[@]}"; do
       # The augment kernels against the CPU reference.
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       # The progressive-scan decoder against libjpeg-turbo, and its route.
-      step progressive 120 "$bin/test-progressive" gpu_ --nocapture
+      # (session 33: sequential files too, photos/full's left out)
+      step progressive 180 "$bin/test-progressive" gpu_ --nocapture
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture

@@ -50,6 +50,9 @@ pub(crate) struct Config {
     pub(crate) engine_call: usize,
     /// Progressive JPEGs decode with gpufeed's own kernels (issue 16).
     pub(crate) progressive: bool,
+    /// So do the CUDA share's sequential JPEGs under 1 MP (issue 16, item
+    /// 3c).
+    pub(crate) sequential: bool,
     /// Limit on nvJPEG's memory for the CUDA route's decoder pool
     /// (issue 16, item 5).
     pub(crate) decoder_memory: u64,

@@ -169,8 +169,8 @@ pub fn shard(data: &[u8]) -> Option<usize> {
 }
 
 /// The progressive route's host side (issue 16): the scan planner
-/// (`jpeg/scans.rs`), and with the `kernel-emu` feature the three kernels
-/// compiled for the host. A plan it accepts addresses only the file and
+/// (`jpeg/scans.rs`, progressive and sequential files), and with the
+/// `kernel-emu` feature the three kernels compiled for the host. A plan it accepts addresses only the file and
 /// itself: every scan's segment inside the bytes, every table index and
 /// component in range, each grid whole MCUs that cover the blocks its
 /// non-interleaved scans read. The kernels answer any scan data with a

@@ -303,17 +303,34 @@ fn shard_listing_survives_mutations() {
 /// seeds.
 #[test]
 fn progressive_route_survives_mutations() {
-    let progressive: Vec<Vec<u8>> = seeds()
-        .into_iter()
-        .filter(|b| {
-            gpufeed::jpeg::parse_header(b, u64::MAX)
-                .is_ok_and(|h| h.sof == gpufeed::jpeg::SofKind::Progressive)
-        })
-        .collect();
+    let progressive = seeds_of(|sof| sof == gpufeed::jpeg::SofKind::Progressive);
     run_on(
         "progressive",
         count(10_000),
         progressive,
+        gpufeed::fuzz::progressive,
+    );
+}
+
+/// The JPEG seeds whose frame is of a coding process `keep` takes.
+fn seeds_of(keep: impl Fn(gpufeed::jpeg::SofKind) -> bool) -> Vec<Vec<u8>> {
+    seeds()
+        .into_iter()
+        .filter(|b| gpufeed::jpeg::parse_header(b, u64::MAX).is_ok_and(|h| keep(h.sof)))
+        .collect()
+}
+
+/// The same on mutated sequential (baseline and extended) files of the
+/// seeds: the planner and kernels take those too, for the CUDA route's
+/// Huffman work (issue 16, item 3c).
+#[test]
+fn sequential_scans_survive_mutations() {
+    use gpufeed::jpeg::SofKind;
+    let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
+    run_on(
+        "sequential",
+        count(10_000),
+        sequential,
         gpufeed::fuzz::progressive,
     );
 }

@@ -1,7 +1,7 @@
-//! The progressive-scan decoder (`kernels/progressive.cu`, issue 16)
-//! against libjpeg-turbo, coefficient for coefficient, over every
-//! progressive file of the shared corpus (photos, tricky files, fuzz
-//! seeds). One body, two instances:
+//! The scan decoder (`kernels/progressive.cu`, issue 16) against
+//! libjpeg-turbo, coefficient for coefficient, over every progressive file
+//! of the shared corpus (photos, tricky files, fuzz seeds), and over every
+//! sequential Huffman one (`sequential_*`). One body, two instances:
 //!
 //! * `emu_*` (feature `kernel-emu`): the kernel source compiled for the
 //!   host;
@@ -19,7 +19,10 @@
 //! not; and every file that libjpeg-turbo decodes without a warning must
 //! plan and decode without a fault. A fault (or a file the plan refuses)
 //! is allowed only where libjpeg-turbo warned or refused: that file goes
-//! to the CPU. The counts are printed.
+//! to the CPU. Sequential files may also be refused as unsupported
+//! (12-bit samples, Motion-JPEG's implied Huffman tables, progression
+//! parameters libjpeg ignores with a warning), counted apart. The counts
+//! are printed.
 
 mod common;
 
@@ -39,7 +42,49 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_route_equals_the_cpu_backend,
     gpu_route_equals_the_cpu_backend,
+    #[cfg(feature = "kernel-emu")]
+    emu_sequential_scans_equal_libjpeg_turbo,
+    gpu_sequential_scans_equal_libjpeg_turbo,
+    #[cfg(feature = "kernel-emu")]
+    emu_sequential_pixels_equal_libjpeg_turbo,
+    gpu_sequential_pixels_equal_libjpeg_turbo,
+    #[cfg(feature = "kernel-emu")]
+    emu_sequential_route_equals_the_cpu_backend,
+    gpu_sequential_route_equals_the_cpu_backend,
 );
+
+/// The corpus's files of each coding process (its manifest's `sof`).
+const PROGRESSIVE: Kind = Kind {
+    name: "progressive",
+    sofs: &["progressive"],
+    skip: None,
+};
+const SEQUENTIAL: Kind = Kind {
+    name: "sequential",
+    sofs: &["baseline", "ext-seq"],
+    skip: None,
+};
+/// On a GPU, without `photos/full`: one thread decodes a sequential
+/// image's Huffman data, seconds for each of those multi-megapixel photos
+/// (the emulated instance checks them).
+const SEQUENTIAL_GPU: Kind = Kind {
+    skip: Some("photos/full/"),
+    ..SEQUENTIAL
+};
+
+#[derive(Clone, Copy)]
+struct Kind {
+    name: &'static str,
+    sofs: &'static [&'static str],
+    /// Files under this folder are left out.
+    skip: Option<&'static str>,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        self.name
+    }
+}
 
 /// Files over this many pixels are left out (the corpus's decompression
 /// bombs); the photos are under 1.3 MP.
@@ -47,41 +92,110 @@ const MAX_PIXELS: u64 = 16_000_000;
 
 #[cfg(feature = "kernel-emu")]
 fn emu_scans_equal_libjpeg_turbo() -> Outcome {
-    compare(&|p, d| gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS))
+    compare(PROGRESSIVE, &|p, d| {
+        gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS)
+    })
 }
 
 fn gpu_scans_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare(&|p, d| gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS))
+    compare(PROGRESSIVE, &|p, d| {
+        gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS)
+    })
 }
 
 #[cfg(feature = "kernel-emu")]
 fn emu_pixels_equal_libjpeg_turbo() -> Outcome {
-    compare_pixels(&|p, d| gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS))
+    compare_pixels(PROGRESSIVE, &|p, d| {
+        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
+    })
 }
 
 fn gpu_pixels_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare_pixels(&|p, d| gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS))
+    compare_pixels(PROGRESSIVE, &|p, d| {
+        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
+    compare(SEQUENTIAL, &|p, d| {
+        gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS)
+    })
+}
+
+fn gpu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
+    common::need_gpu()?;
+    compare(SEQUENTIAL_GPU, &|p, d| {
+        gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS)
+    })
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
+    compare_pixels(SEQUENTIAL, &|p, d| {
+        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
+    common::need_gpu()?;
+    compare_pixels(SEQUENTIAL_GPU, &|p, d| {
+        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+/// A refusal the sequential tests allow of a file libjpeg-turbo decodes
+/// cleanly: what the planner does not do, never a file it calls corrupt.
+fn unsupported(kind: Kind, e: &gpufeed::Error) -> bool {
+    kind.name() == "sequential"
+        && matches!(
+            e,
+            gpufeed::Error::Sample {
+                source: gpufeed::error::SampleError::Unsupported(_),
+                ..
+            }
+        )
 }
 
 #[cfg(feature = "kernel-emu")]
 fn emu_route_equals_the_cpu_backend() -> Outcome {
-    route(gpufeed::Device::Emulated, &|p, d| {
+    route(PROGRESSIVE, gpufeed::Device::Emulated, &|p, d| {
         gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
     })
 }
 
 fn gpu_route_equals_the_cpu_backend() -> Outcome {
     common::need_gpu()?;
-    route(gpufeed::Device::Cuda(0), &|p, d| {
+    route(PROGRESSIVE, gpufeed::Device::Cuda(0), &|p, d| {
+        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+/// The CUDA share's sequential files at the same lanes
+/// (`PipelineBuilder::sequential_kernels`, issue 16, item 3c).
+#[cfg(feature = "kernel-emu")]
+fn emu_sequential_route_equals_the_cpu_backend() -> Outcome {
+    route(SEQUENTIAL, gpufeed::Device::Emulated, &|p, d| {
+        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
+    })
+}
+
+fn gpu_sequential_route_equals_the_cpu_backend() -> Outcome {
+    common::need_gpu()?;
+    route(SEQUENTIAL_GPU, gpufeed::Device::Cuda(0), &|p, d| {
         gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
     })
 }
 
 /// The progressive route (`PipelineBuilder::progressive_kernels`) through
 /// a whole pipeline, against the CPU backend with libjpeg-turbo: the same
-/// samples, labels, skips and pixels, two epochs.
+/// samples, labels, skips and pixels, two epochs. For `SEQUENTIAL`, the
+/// sequential files through `sequential_kernels`, the same way, with no
+/// engine share, so that every file under 1 MP goes to the kernels first
+/// (on CUDA the engine's pixels are not libjpeg-turbo's; larger files go
+/// to nvJPEG's GPU Huffman decoder).
 ///
 /// * Emulated (bit for bit): every progressive file of the corpus but
 ///   `photos/full` (minutes emulated), damaged, incomplete and CMYK ones
@@ -94,26 +208,32 @@ fn gpu_route_equals_the_cpu_backend() -> Outcome {
 ///   batch comes from the route: each decoded by the kernels, and the
 ///   batches within the augment kernel's tolerance (u8 +-1) of the CPU
 ///   backend's. The other files would go to nvJPEG, whose pixels differ.
-fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
+fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     use gpufeed::source::Sample;
     let root = common::corpus()?;
     let emulated = device != gpufeed::Device::Cuda(0);
+    let sequential = kind.name() == "sequential";
+    let most = if sequential { 999_999 } else { 2_000_000 };
     let mut samples = Vec::new();
     let mut taken = 0;
-    for (name, path, data) in progressive_files(&root) {
+    for (name, path, data) in files(&root, kind) {
         if name.starts_with("photos/full/") {
             continue;
         }
         let kernels = matches!(decode(&path, &data), Ok(r) if r.status.iter().all(|&s| s == 0)
             && libjpeg::rgb(&data, MAX_PIXELS).is_ok_and(|(px, _)| px == r.pixels)
-            && u64::from(r.width) * u64::from(r.height) <= 2_000_000);
+            && u64::from(r.width) * u64::from(r.height) <= most
+            // What the nvJPEG routes take at all (the rest decode on the
+            // CPU route, never at a lane).
+            && gpufeed::jpeg::parse_header(&data, u64::MAX)
+                .is_ok_and(|h| gpufeed::decode::nvjpeg::takes(&h)));
         taken += usize::from(kernels);
         if kernels || emulated {
             let label = samples.len() as u32 % 7;
             samples.push(Sample { path, label });
         }
     }
-    if emulated {
+    if emulated && !sequential {
         // Sequential photos too, for the emulated engine: groups that
         // split between the engine and the progressive lanes.
         let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
@@ -143,7 +263,9 @@ fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             .normalize(None)
             .layout(gpufeed::Layout::Nhwc)
             .staging_bytes(8 << 20)
-            .progressive_kernels(on)
+            .progressive_kernels(on && !sequential)
+            .sequential_kernels(on && sequential)
+            .hardware_decode_share(if sequential { 0.0 } else { 1.0 })
             .trace(on)
             .build()
             .unwrap()
@@ -189,9 +311,12 @@ fn route(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     let m = dev.memory();
     assert!(m.decoder_device_bytes > 0, "{m:?}");
     if emulated {
-        // Both halves of the route ran, and the engine beside them.
+        // Both halves of the route ran, and (progressive files) the
+        // engine beside them.
         assert!(
-            s.decoded_progressive > 0 && s.decoded_cpu_fallback > 0 && s.decoded_hardware > 0,
+            s.decoded_progressive > 0
+                && s.decoded_cpu_fallback > 0
+                && (s.decoded_hardware > 0) != sequential,
             "{s:?}"
         );
     } else {
@@ -206,11 +331,11 @@ type DecodeRgb<'a> = &'a dyn Fn(&Path, &[u8]) -> gpufeed::Result<Rgb>;
 /// against libjpeg-turbo's `tj3Decompress8` with its defaults (accurate
 /// IDCT, fancy upsampling): every byte equal where libjpeg-turbo decoded
 /// without a warning.
-fn compare_pixels(decode: DecodeRgb) -> Outcome {
+fn compare_pixels(kind: Kind, decode: DecodeRgb) -> Outcome {
     let root = common::corpus()?;
     let (mut equal, mut other, mut refused) = (0, 0, 0);
     let mut failures = Vec::new();
-    for (name, path, data) in progressive_files(&root) {
+    for (name, path, data) in files(&root, kind) {
         let reference = libjpeg::rgb(&data, MAX_PIXELS);
         let Ok((want, false)) = reference else {
             // Decoded all the same (under Valgrind, CI's memcheck run, a
@@ -255,24 +380,28 @@ fn compare_pixels(decode: DecodeRgb) -> Outcome {
         ));
     }
     println!(
-        "progressive files decoded without a warning: {equal} equal to libjpeg-turbo's RGB, \
-         {other} not, {refused} left to the CPU"
+        "{} files decoded without a warning: {equal} equal to libjpeg-turbo's RGB, \
+         {other} not, {refused} left to the CPU",
+        kind.name()
     );
     assert!(equal >= 40, "only {equal} files compared");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
 }
 
-/// The corpus's progressive files under [`MAX_PIXELS`] that are there (a
+/// The corpus's files of `kind` under [`MAX_PIXELS`] that are there (a
 /// partial copy, as the GPU bundle's, has photos/ only): manifest name,
 /// path, bytes.
-fn progressive_files(root: &Path) -> impl Iterator<Item = (String, std::path::PathBuf, Vec<u8>)> {
+fn files(root: &Path, kind: Kind) -> impl Iterator<Item = (String, std::path::PathBuf, Vec<u8>)> {
     let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
     let root = root.to_path_buf();
     let rows: Vec<String> = manifest.lines().skip(1).map(str::to_string).collect();
     rows.into_iter().filter_map(move |row| {
         let f: Vec<&str> = row.split('\t').collect();
-        if f.len() < 5 || f[4] != "progressive" {
+        if f.len() < 5 || !kind.sofs.contains(&f[4]) {
+            return None;
+        }
+        if kind.skip.is_some_and(|d| f[0].starts_with(d)) {
             return None;
         }
         let (w, h): (u64, u64) = (f[2].parse().unwrap_or(0), f[3].parse().unwrap_or(0));
@@ -287,11 +416,12 @@ fn progressive_files(root: &Path) -> impl Iterator<Item = (String, std::path::Pa
 
 type Decode<'a> = &'a dyn Fn(&Path, &[u8]) -> gpufeed::Result<Coefficients>;
 
-fn compare(decode: Decode) -> Outcome {
+fn compare(kind: Kind, decode: Decode) -> Outcome {
     let root = common::corpus()?;
     let (mut equal, mut faulted, mut unplanned, mut warned, mut clean_files) = (0, 0, 0, 0, 0);
+    let mut unsupported_clean = 0;
     let mut failures = Vec::new();
-    for (name, path, data) in progressive_files(&root) {
+    for (name, path, data) in files(&root, kind) {
         let reference = libjpeg::coefficients(&data, MAX_PIXELS);
         let clean = matches!(reference, Ok((_, false)));
         warned += usize::from(matches!(reference, Ok((_, true))));
@@ -300,8 +430,10 @@ fn compare(decode: Decode) -> Outcome {
             Ok(c) => c,
             Err(e) => {
                 unplanned += 1;
-
-                if clean {
+                if clean && unsupported(kind, &e) {
+                    unsupported_clean += 1;
+                    println!("{e}");
+                } else if clean {
                     failures.push(format!("{}: not planned: {e}", name));
                 }
                 continue;
@@ -328,14 +460,17 @@ fn compare(decode: Decode) -> Outcome {
         }
     }
     println!(
-        "progressive files: {equal} equal to libjpeg-turbo, {faulted} left to the CPU by a \
-         scan fault, {unplanned} not planned; libjpeg-turbo decoded {clean_files} without a \
-         warning and {warned} with one"
+        "{} files: {equal} equal to libjpeg-turbo, {faulted} left to the CPU by a scan \
+         fault, {unplanned} not planned ({unsupported_clean} of them unsupported though \
+         libjpeg-turbo decoded them cleanly); libjpeg-turbo decoded {clean_files} without a \
+         warning and {warned} with one",
+        kind.name()
     );
-    // photos/ alone has 50 (the whole corpus 87).
+    // photos/ alone has 50 progressive files (the whole corpus 87) and
+    // 288 sequential ones.
     assert!(
-        clean_files >= 40,
-        "only {clean_files} clean files: is the corpus there?"
+        clean_files >= 40 && equal >= 40,
+        "only {clean_files} clean files, {equal} equal: is the corpus there?"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())

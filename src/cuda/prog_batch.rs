@@ -369,12 +369,13 @@ pub struct ProgressiveBench {
     pub faults: usize,
 }
 
-/// How many of `files` the GPU progressive route takes, and the CPU time
-/// planning one of those takes, ms (the route plans only progressive
-/// files; no GPU needed). Not part of the API.
+/// How many of `files` the GPU progressive route takes (with
+/// `sequential`, how many sequential files the kernels would take), and
+/// the CPU time planning one of those takes, ms (no GPU needed). Not part
+/// of the API.
 #[doc(hidden)]
-pub fn plan_cost(files: &[Vec<u8>]) -> (usize, f64) {
-    let (plans, _) = plan_all(files);
+pub fn plan_cost(files: &[Vec<u8>], sequential: bool) -> (usize, f64) {
+    let (plans, _) = plan_all(files, sequential);
     let t0 = Instant::now();
     for (_, f) in &plans {
         let _ = crate::jpeg::scans::plan(f, u64::MAX);
@@ -383,29 +384,42 @@ pub fn plan_cost(files: &[Vec<u8>]) -> (usize, f64) {
     (plans.len(), ms / plans.len().max(1) as f64)
 }
 
-/// The files the GPU progressive route takes, planned, and the CPU time
-/// planning took per file given, ms.
-fn plan_all(files: &[Vec<u8>]) -> (Vec<(Plan, &[u8])>, f64) {
+/// The progressive files the GPU progressive route takes (or the
+/// sequential ones the kernels take), planned, and the CPU time planning
+/// took per file given, ms.
+fn plan_all(files: &[Vec<u8>], sequential: bool) -> (Vec<(Plan, &[u8])>, f64) {
     let t0 = Instant::now();
     let plans: Vec<(Plan, &[u8])> = files
         .iter()
         .filter_map(|f| Some((crate::jpeg::scans::plan(f, u64::MAX).ok()?, f.as_slice())))
-        .filter(|(p, _)| converts(p))
+        .filter(|(p, _)| p.sequential == sequential && converts(p))
         .collect();
     let ms = t0.elapsed().as_secs_f64() * 1e3 / files.len().max(1) as f64;
     (plans, ms)
 }
 
 /// Time the three kernels over batches of `batch` images drawn in turn
-/// from `files` (those the route takes), `iters` times after one warm-up,
-/// on CUDA device 0. Not part of the API.
+/// from `files` (the progressive ones the route takes; with `sequential`,
+/// the sequential ones: the CUDA route's Huffman work on the GPU, issue
+/// 16, item 3c), `iters` times after one warm-up, on CUDA device 0. Not
+/// part of the API.
 #[doc(hidden)]
-pub fn bench(files: &[Vec<u8>], batch: usize, iters: usize) -> Result<ProgressiveBench> {
-    let (plans, _) = plan_all(files);
+pub fn bench(
+    files: &[Vec<u8>],
+    batch: usize,
+    iters: usize,
+    sequential: bool,
+) -> Result<ProgressiveBench> {
+    let (plans, _) = plan_all(files, sequential);
     if plans.is_empty() {
-        return Err(Error::Config(
-            "no file the GPU progressive route takes".into(),
-        ));
+        return Err(Error::Config(format!(
+            "no {} file the kernels take",
+            if sequential {
+                "sequential"
+            } else {
+                "progressive"
+            }
+        )));
     }
     let k = AugmentKernels::new(0)?;
     let chosen: Vec<&(Plan, &[u8])> = plans.iter().cycle().take(batch).collect();

@@ -1,7 +1,7 @@
-//! The scans of a progressive JPEG, planned for the GPU's entropy decoder
+//! The scans of a Huffman JPEG, planned for the GPU's entropy decoder
 //! (`kernels/progressive.cu`; issue 16: progressive files are the CPU
 //! Huffman work that neither the hardware engine nor nvJPEG's GPU Huffman
-//! takes).
+//! takes, and sequential files the CPU Huffman work of the CUDA route).
 //!
 //! [`plan`] walks every marker segment of the file (T.81 Annex B) and
 //! returns what the kernel needs: the frame's component grids, each scan's
@@ -10,7 +10,7 @@
 //! quantization table each component latched at its first scan (for the
 //! inverse DCT that follows). It reads no entropy-coded data beyond
 //! finding where each segment ends. What libjpeg refuses, and what the
-//! kernel does not do (sequential or arithmetic coding, 12-bit samples),
+//! kernel does not do (arithmetic or lossless coding, 12-bit samples),
 //! is an error here, and the file goes to another decoder.
 
 use crate::error::SampleError;
@@ -104,18 +104,27 @@ pub(crate) struct Plan {
     pub jfif: bool,
     /// The Adobe APP14 segment's transform flag, if any.
     pub adobe: Option<u8>,
-    /// Every coefficient of every component refined to its last bit.
-    /// Otherwise libjpeg smooths the blocks' low frequencies as it would
-    /// for a file still arriving (jdcoefct.c, `smoothing_ok`), which the
-    /// GPU's pixel stage does not do.
+    /// Every coefficient of every component refined to its last bit (a
+    /// sequential file: every component scanned). Otherwise libjpeg
+    /// smooths the blocks' low frequencies as it would for a file still
+    /// arriving (jdcoefct.c, `smoothing_ok`), which the GPU's pixel stage
+    /// does not do.
     pub complete: bool,
+    /// A sequential frame (SOF0 or SOF1): every scan codes whole blocks,
+    /// DC and AC together (T.81 F.2.2), with Ss = 0, Se = 63.
+    pub sequential: bool,
 }
 
 impl Plan {
     /// Groups of scans, each decodable by one thread independently of the
     /// others, in file order within a group: all DC scans (they alone
-    /// write coefficient 0), then the AC scans of each component.
+    /// write coefficient 0), then the AC scans of each component. A
+    /// sequential file's scans are one group: they may name a component
+    /// again, each over what the last left (jdcoefct.c, multi-scan mode).
     pub(crate) fn chains(&self) -> Vec<Vec<usize>> {
+        if self.sequential {
+            return vec![(0..self.scans.len()).collect()];
+        }
         let mut out = vec![Vec::new(); 1 + self.comps.len()];
         for (i, s) in self.scans.iter().enumerate() {
             let g = if s.ss == 0 {
@@ -195,16 +204,13 @@ pub(crate) fn fold(bits: &[u8; 17], vals: &[u8]) -> Result<Folded, SampleError> 
     Ok(t)
 }
 
-/// The frame header of a progressive Huffman JPEG (SOF2), 8-bit.
+/// The frame header of a Huffman JPEG (SOF0, SOF1 or SOF2), 8-bit.
 fn frame(seg: &[u8], max_pixels: u64) -> Result<(u32, u32, Vec<Component>), SampleError> {
     if seg.len() < 6 {
         return Err(corrupt("short SOF segment"));
     }
     if seg[0] != 8 {
-        return Err(SampleError::Unsupported(format!(
-            "{}-bit progressive samples",
-            seg[0]
-        )));
+        return Err(SampleError::Unsupported(format!("{}-bit samples", seg[0])));
     }
     let height = u16::from_be_bytes([seg[1], seg[2]]) as u32;
     let width = u16::from_be_bytes([seg[3], seg[4]]) as u32;
@@ -307,19 +313,20 @@ fn next_ff(data: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Plan the scans of `data`, a progressive Huffman JPEG of at most
-/// `max_pixels` pixels.
+/// Plan the scans of `data`, a Huffman JPEG (progressive or sequential,
+/// 8-bit) of at most `max_pixels` pixels.
 pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
     if data.len() < 2 || data[0] != 0xFF || data[1] != 0xD8 {
         return Err(SampleError::NotJpeg("no SOI marker"));
     }
     let mut frame_seen: Option<(u32, u32, Vec<Component>)> = None;
+    let mut sequential = false;
     let mut tables: Vec<Folded> = Vec::new();
     // Table in effect per (class, slot): index into `tables`.
     let mut huff: [[Option<u16>; 4]; 2] = [[None; 4]; 2];
     let mut quant: [Option<[u16; 64]>; 4] = [None; 4];
     let mut restart = 0u32;
-    let mut scans = Vec::new();
+    let mut scans: Vec<Scan> = Vec::new();
     let (mut jfif, mut adobe) = (false, None);
     let mut pos = 2usize;
     for _ in 0..MAX_SEGMENTS {
@@ -328,8 +335,15 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
         };
         pos = after;
         match marker {
-            0x00 | 0x01 | 0xD0..=0xD8 => continue,
+            0x00 | 0x01 | 0xD0..=0xD7 => continue,
             0xD9 => break,
+            // What libjpeg's read_markers refuses outright (jdmarker.c:
+            // JERR_SOI_DUPLICATE, JERR_UNKNOWN_MARKER), wherever it comes
+            // before EOI: the CPU decoder would refuse the file too.
+            0xD8 => return Err(corrupt("second SOI marker")),
+            0x02..=0xBF | 0xC8 | 0xDE | 0xDF | 0xF0..=0xFD => {
+                return Err(corrupt("unknown marker"));
+            }
             _ => {}
         }
         let Some(len) = data.get(pos..pos + 2) else {
@@ -337,20 +351,25 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
         };
         let len = u16::from_be_bytes([len[0], len[1]]) as usize;
         if len < 2 {
-            return Err(corrupt("marker segment of length under 2"));
+            // libjpeg skips a segment it does not read by its length less
+            // two (jdmarker.c, skip_variable), so a length of 0 or 1 skips
+            // nothing; one it reads is then too short (JERR_BAD_LENGTH).
+            if matches!(marker, 0xC0..=0xCF | 0xDA..=0xDD) {
+                return Err(corrupt("marker segment of length under 2"));
+            }
+            pos += 2;
+            continue;
         }
         let Some(seg) = data.get(pos + 2..pos + len) else {
             break;
         };
         pos += len;
         match marker {
-            0xC2 if frame_seen.is_none() => frame_seen = Some(frame(seg, max_pixels)?),
-            0xC2 => return Err(corrupt("second frame header")),
-            0xC0 | 0xC1 => {
-                return Err(SampleError::Unsupported(
-                    "sequential, not progressive".into(),
-                ));
+            0xC0..=0xC2 if frame_seen.is_none() => {
+                frame_seen = Some(frame(seg, max_pixels)?);
+                sequential = marker != 0xC2;
             }
+            0xC0..=0xC2 => return Err(corrupt("second frame header")),
             0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
                 return Err(SampleError::Unsupported(format!(
                     "coding process of SOF 0x{marker:02X}"
@@ -407,7 +426,13 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
                 let Some((_, _, comps)) = frame_seen.as_mut() else {
                     return Err(corrupt("scan before frame header"));
                 };
-                let scan = sos(seg, comps, &huff, &tables, &quant, restart)?;
+                // libjpeg takes a sequential file whose first scan has
+                // every component for a one-scan file, and a second scan
+                // is then a fatal error (jdinput.c, JERR_EOI_EXPECTED).
+                if sequential && scans.len() == 1 && scans[0].comps.len() == comps.len() {
+                    return Err(corrupt("a second scan after a one-scan frame"));
+                }
+                let scan = sos(seg, comps, &huff, &tables, &quant, restart, sequential)?;
                 let end = segment_end(data, pos);
                 if scans.len() == MAX_SCANS {
                     return Err(SampleError::Unsupported(format!(
@@ -429,7 +454,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
     }
     let Some((width, height, comps)) = frame_seen else {
         return Err(SampleError::Unsupported(
-            "no progressive frame header (SOF2)".into(),
+            "no Huffman frame header (SOF0, SOF1 or SOF2)".into(),
         ));
     };
     if scans.is_empty() {
@@ -445,7 +470,11 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
             }
         }
     }
-    let complete = bits.iter().all(|b| b.iter().all(|&v| v == 0));
+    let complete = if sequential {
+        bits.iter().all(|b| b[0] == 0)
+    } else {
+        bits.iter().all(|b| b.iter().all(|&v| v == 0))
+    };
     let (mcus_x, mcus_y) = (
         comps[0].stride / comps[0].h as u32,
         comps[0].rows / comps[0].v as u32,
@@ -461,12 +490,14 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
         jfif,
         adobe,
         complete,
+        sequential,
     })
 }
 
 /// A scan header (T.81 B.2.3), checked as libjpeg's progressive decoder
-/// checks it (jdphuff.c, `start_pass_phuff_decoder`); latches the
-/// quantization table of each component at its first scan.
+/// checks it (jdphuff.c, `start_pass_phuff_decoder`), or for a sequential
+/// frame as its sequential one (jdhuff.c); latches the quantization table
+/// of each component at its first scan.
 fn sos(
     seg: &[u8],
     comps: &mut [Component],
@@ -474,6 +505,7 @@ fn sos(
     tables: &[Folded],
     quant: &[Option<[u16; 64]>; 4],
     restart: u32,
+    sequential: bool,
 ) -> Result<Scan, SampleError> {
     let n = *seg.first().ok_or_else(|| corrupt("empty SOS"))? as usize;
     if !(1..=4).contains(&n) || seg.len() < 4 + 2 * n {
@@ -481,8 +513,17 @@ fn sos(
     }
     let tail = &seg[1 + 2 * n..];
     let (ss, se, ah, al) = (tail[0], tail[1], tail[2] >> 4, tail[2] & 15);
+    // libjpeg warns (JWRN_NOT_SEQUENTIAL) and decodes whole blocks all the
+    // same; such a file goes to another decoder.
+    if sequential && (ss, se, ah, al) != (0, 63, 0, 0) {
+        return Err(SampleError::Unsupported(
+            "sequential scan with progression parameters".into(),
+        ));
+    }
     let dc = ss == 0;
-    let bad = if dc {
+    let bad = if sequential {
+        false
+    } else if dc {
         se != 0
     } else {
         ss > se || se > 63 || n != 1
@@ -516,13 +557,25 @@ fn sos(
         } else {
             u16::MAX
         };
-        let a = if dc { u16::MAX } else { table(1, ta)? };
+        let a = if dc && !sequential {
+            u16::MAX
+        } else {
+            table(1, ta)?
+        };
         let comp = &mut comps[ci];
         if comp.quant.is_none() {
             comp.quant =
                 Some(quant[comp.tq as usize].ok_or_else(|| corrupt("component's DQT missing"))?);
         }
         out.push((ci as u8, d, a));
+    }
+    // jdinput.c, per_scan_setup (JERR_BAD_MCU_SIZE).
+    let blocks: u32 = out
+        .iter()
+        .map(|&(c, _, _)| comps[c as usize].h as u32 * comps[c as usize].v as u32)
+        .sum();
+    if n > 1 && blocks > 10 {
+        return Err(corrupt("more than 10 blocks in an MCU"));
     }
     Ok(Scan {
         offset: 0,
@@ -578,7 +631,7 @@ mod tests {
     }
 
     #[test]
-    fn plans_a_progressive_file_and_refuses_a_sequential_one() {
+    fn plans_a_progressive_file_and_a_sequential_one() {
         let p = plan(PROGRESSIVE, u64::MAX).unwrap();
         assert_eq!((p.width, p.height, p.comps.len()), (150, 103, 3));
         // 4:4:4: one block per component per MCU, 150 / 8 and 103 / 8
@@ -599,15 +652,66 @@ mod tests {
             assert!(chain.windows(2).all(|w| w[0] < w[1]));
             assert!(chain.iter().all(|&i| p.scans[i].comps[0].0 as usize == c));
         }
+        assert!(!p.sequential && p.complete);
+        // The same picture, baseline: one interleaved scan of whole
+        // blocks, one chain.
         let baseline = include_bytes!("../../tests/data/go/video-001.jpeg");
+        let b = plan(baseline, u64::MAX).unwrap();
+        assert!(b.sequential && b.complete);
+        assert_eq!((b.width, b.height, b.scans.len()), (150, 103, 1));
+        let s = &b.scans[0];
+        assert_eq!((s.ss, s.se, s.ah, s.al, s.comps.len()), (0, 63, 0, 0, 3));
+        assert!(
+            s.comps
+                .iter()
+                .all(|&(_, dc, ac)| dc != u16::MAX && ac != u16::MAX)
+        );
+        assert_eq!(b.chains(), vec![vec![0]]);
         assert!(matches!(
-            plan(baseline, u64::MAX),
+            plan(&baseline[..baseline.len() / 2], u64::MAX),
+            Ok(Plan {
+                sequential: true,
+                ..
+            })
+        ));
+        let mut twelve = baseline.to_vec();
+        let sof = twelve.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        twelve[sof + 4] = 12;
+        assert!(matches!(
+            plan(&twelve, u64::MAX),
             Err(SampleError::Unsupported(_))
         ));
         assert!(matches!(
             plan(PROGRESSIVE, 100),
             Err(SampleError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn refuses_the_markers_libjpeg_refuses_and_skips_what_it_skips() {
+        let baseline = include_bytes!("../../tests/data/go/video-001.jpeg");
+        let eoi = baseline.len() - 2;
+        assert_eq!(&baseline[eoi..], [0xFF, 0xD9]);
+        // An unknown marker where EOI was (a fuzz seed's mutation that
+        // libjpeg-turbo refuses: "Unsupported marker type 0xf8"), and a
+        // second SOI.
+        for m in [0xF8u8, 0x02, 0xC8, 0xDE, 0xD8] {
+            let mut v = baseline.to_vec();
+            v[eoi + 1] = m;
+            v.extend_from_slice(&[0xFF, 0xD9]);
+            assert!(
+                matches!(plan(&v, u64::MAX), Err(SampleError::Corrupt(_))),
+                "marker 0x{m:02X}"
+            );
+        }
+        // A comment of length 0 before the frame: libjpeg skips no bytes,
+        // and so does the plan; a DQT of length 0 is refused.
+        for (m, ok) in [(0xFEu8, true), (0xDB, false)] {
+            let mut v = baseline[..2].to_vec();
+            v.extend_from_slice(&[0xFF, m, 0, 0]);
+            v.extend_from_slice(&baseline[2..]);
+            assert_eq!(plan(&v, u64::MAX).is_ok(), ok, "marker 0x{m:02X}");
+        }
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub struct PipelineBuilder {
     in_flight: usize,
     engine_call: usize,
     progressive: bool,
+    sequential: bool,
     decoder_memory: u64,
     trace: bool,
     stream_buffer: Option<usize>,
@@ -129,6 +130,7 @@ impl Default for PipelineBuilder {
             in_flight: DEFAULT_IN_FLIGHT,
             engine_call: 0,
             progressive: std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1"),
+            sequential: std::env::var("GPUFEED_SEQUENTIAL_GPU").as_deref() == Ok("1"),
             decoder_memory: DEFAULT_DECODER_MEMORY,
             trace: false,
             stream_buffer: None,
@@ -461,6 +463,24 @@ impl PipelineBuilder {
         self
     }
 
+    /// Decode the CUDA route's sequential JPEGs under 1 MP (the share the
+    /// hardware engine does not take) with the same kernels, at the
+    /// progressive lanes, instead of nvJPEG's host phase on the workers,
+    /// whose Huffman decoding costs about 1 CPU-ms per image (issue 16,
+    /// item 3c). One GPU thread decodes each image's Huffman data, so
+    /// whether a batch's worth keeps up with the engine only a GPU can
+    /// say (`gpufeed progressive-bench --sequential`). Equal to
+    /// libjpeg-turbo byte for byte on the emulated device
+    /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
+    /// scans) decodes as the engine's refusals do. Default false, or true
+    /// where the environment sets `GPUFEED_SEQUENTIAL_GPU=1`: never yet
+    /// run on a GPU, so hidden.
+    #[doc(hidden)]
+    pub fn sequential_kernels(mut self, yes: bool) -> Self {
+        self.sequential = yes;
+        self
+    }
+
     /// Bytes of pinned plus device memory nvJPEG may hold for the CUDA
     /// route's pooled decoders (CUDA backend). Each decoder's buffers grow
     /// to the largest image it decoded, and there is one decoder per
@@ -707,6 +727,7 @@ impl PipelineBuilder {
             in_flight: self.in_flight,
             engine_call: self.engine_call,
             progressive: self.progressive,
+            sequential: self.sequential,
             decoder_memory: self.decoder_memory,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,

@@ -111,9 +111,11 @@ pub struct Stats {
     /// read, with an MCU to spare, from their top row down (libjpeg-turbo
     /// only, on sequential images that need no EXIF rotation).
     pub decoded_cpu_window: u64,
-    /// Progressive JPEGs decoded on the device by gpufeed's own kernels
-    /// (`PipelineBuilder::progressive_kernels`; not counted in
-    /// `decoded_cuda`).
+    /// JPEGs decoded on the device by gpufeed's own kernels at the
+    /// progressive lanes: progressive ones
+    /// (`PipelineBuilder::progressive_kernels`) and, with
+    /// `sequential_kernels`, the CUDA share's sequential ones; not counted
+    /// in `decoded_cuda`.
     pub decoded_progressive: u64,
     /// Sum over the consumer's batch requests of the samples that were
     /// finished and waiting at that moment (see

@@ -465,7 +465,10 @@ fn process(
             bytes: std::mem::take(buf),
             to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
-            progressive: header.sof == crate::jpeg::SofKind::Progressive,
+            kernels: shared.worker_decode.as_ref().is_some_and(|w| {
+                let pixels = u64::from(header.width) * u64::from(header.height);
+                w.kernels(header.sof, pixels, to_engine)
+            }),
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

@@ -169,7 +169,7 @@ impl DecodeBench {
                 to_engine: self.share.route(engine, engine_ok, draw),
                 // Whole images: no window to pad.
                 mcu: (16, 16),
-                progressive,
+                kernels: progressive,
             };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
             if job.to_engine {

@@ -82,8 +82,9 @@ pub(crate) struct Jpeg {
     /// The MCU size ([`crate::decode::nvjpeg::mcu_size`]): crop windows
     /// are padded by it.
     pub(crate) mcu: (u32, u32),
-    /// A progressive Huffman JPEG (SOF2).
-    pub(crate) progressive: bool,
+    /// For gpufeed's own scan kernels, decided once by the worker that
+    /// parsed it ([`WorkerDecode::kernels`]).
+    pub(crate) kernels: bool,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,
@@ -121,6 +122,11 @@ pub(crate) struct WorkerDecode {
     /// progressive lanes (`stage/cuda/prog_route.rs`), instead of a host
     /// phase here.
     pub(crate) progressive_gpu: bool,
+    /// So do sequential files of the CUDA share under
+    /// [`GPU_HUFFMAN_MIN_PIXELS`](crate::decode::nvjpeg::GPU_HUFFMAN_MIN_PIXELS)
+    /// (issue 16, item 3c: their Huffman decoding is the CUDA route's CPU
+    /// cost), where the route has lanes.
+    pub(crate) sequential_gpu: bool,
 }
 
 #[derive(Debug)]
@@ -137,6 +143,21 @@ impl WorkerDecode {
     /// the share as it is now (it moves when steered).
     pub(crate) fn route(&self, engine_ok: bool, draw: f64) -> bool {
         self.share.route(self.engine, engine_ok, draw)
+    }
+
+    /// Whether an image of coding process `sof` and `pixels`, routed to
+    /// the engine or not (`to_engine`), goes to the scan kernels.
+    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, pixels: u64, to_engine: bool) -> bool {
+        use crate::jpeg::SofKind::{Baseline, Extended, Progressive};
+        match sof {
+            Progressive => self.progressive_gpu,
+            Baseline | Extended => {
+                self.sequential_gpu
+                    && !to_engine
+                    && pixels < crate::decode::nvjpeg::GPU_HUFFMAN_MIN_PIXELS
+            }
+            _ => false,
+        }
     }
 
     /// Whether [`start`](Self::start) decodes `j` into the caller's image
@@ -159,7 +180,7 @@ impl WorkerDecode {
         cpu: &mut crate::decode::CpuDecoder,
         img: &mut crate::decode::Image,
     ) -> crate::error::Result<Option<(Staged, std::time::Duration)>> {
-        if j.to_engine || (j.progressive && self.progressive_gpu) {
+        if j.to_engine || j.kernels {
             return Ok(None);
         }
         let roi = j.window();

@@ -41,8 +41,8 @@ enum Flight {
         crate::cuda::lanes::Ticket<super::emu::EmuReply>,
         Vec<(usize, Option<Roi>)>,
     ),
-    /// Progressive files at an emulated progressive lane, and their
-    /// entries.
+    /// Files for the scan kernels at an emulated progressive lane, and
+    /// their entries.
     EmuProg(
         crate::cuda::lanes::Ticket<super::emu::EmuProgReply>,
         Vec<usize>,
@@ -182,7 +182,7 @@ impl DeviceStage {
                     roi,
                     to_engine: j.to_engine,
                     mcu: j.mcu,
-                    progressive: j.progressive,
+                    kernels: j.kernels,
                 },
             ));
             if self.engine_call > 0 && g.jobs.len() >= self.engine_call {
@@ -251,14 +251,12 @@ impl DeviceStage {
                     arena: arena.clone(),
                     at: j.at,
                 };
-                // Progressive files go to the progressive lanes where
-                // there are some, whole, as on CUDA.
+                // Files for the scan kernels go to the progressive lanes
+                // where there are some, whole, as on CUDA.
                 let (entries, jobs) = match &route.prog {
                     Some(prog) => {
-                        let (p, rest): (Vec<_>, Vec<_>) = entries
-                            .into_iter()
-                            .zip(jobs)
-                            .partition(|(_, j)| j.progressive);
+                        let (p, rest): (Vec<_>, Vec<_>) =
+                            entries.into_iter().zip(jobs).partition(|(_, j)| j.kernels);
                         if !p.is_empty() {
                             let (k, p): (Vec<usize>, Vec<JpegJob>) = p.into_iter().unzip();
                             let t = prog.submit(p.into_iter().map(job).collect());

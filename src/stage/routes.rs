@@ -49,7 +49,7 @@ pub(super) fn make(
                 built(observe, "device: nvJPEG engine lanes", began);
                 match route {
                     Ok(mut r) => {
-                        if cfg.progressive {
+                        if cfg.progressive || cfg.sequential {
                             let began = Instant::now();
                             r.add_progressive(e, &ledgers.route, observe.clone());
                             built(observe, "device: progressive lanes", began);
@@ -70,7 +70,8 @@ pub(super) fn make(
                             engine: r.has_hardware(),
                             share: share.clone(),
                             kind,
-                            progressive_gpu: r.has_progressive(),
+                            progressive_gpu: r.has_progressive() && cfg.progressive,
+                            sequential_gpu: r.has_progressive() && cfg.sequential,
                         };
                         (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                     }
@@ -89,6 +90,7 @@ pub(super) fn make(
                     share: share.clone(),
                     kind: WorkerDecodeKind::Emu,
                     progressive_gpu: cfg.progressive,
+                    sequential_gpu: cfg.sequential,
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)
@@ -112,7 +114,7 @@ pub(super) fn make(
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
-                let prog = if cfg.progressive {
+                let prog = if cfg.progressive || cfg.sequential {
                     let states = (0..crate::cuda::lanes::PROGRESSIVE_LANES)
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {

@@ -2,7 +2,10 @@
 //! kernels on a GPU (issue 16: the files neither the hardware engine nor
 //! nvJPEG's GPU Huffman takes), one launch of each kernel per batch, with
 //! the CPU time planning costs per image. The pipeline uses them under
-//! `GPUFEED_PROGRESSIVE_GPU=1` (`src/stage/cuda/prog_route.rs`).
+//! `GPUFEED_PROGRESSIVE_GPU=1` (`src/stage/cuda/prog_route.rs`). With
+//! `--sequential`, the baseline and extended sequential files instead:
+//! whether the same kernels could take the CUDA route's share off the
+//! workers' Huffman decoding (issue 16, item 3c; not a route yet).
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -18,19 +21,28 @@ pub(crate) struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Decode the sequential (SOF0, SOF1) files instead of the progressive
+    /// ones.
+    #[arg(long)]
+    sequential: bool,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let files = super::read_images(args.data)?;
     // Planning is the route's only CPU work: measured here, GPU or not.
-    let (taken, plan_ms) = gpufeed::cuda::prog_batch::plan_cost(&files);
+    let (taken, plan_ms) = gpufeed::cuda::prog_batch::plan_cost(&files, args.sequential);
     if !args.json {
         println!(
             "{taken} of {} files taken; planning: {plan_ms:.4} CPU-ms per file taken",
             files.len()
         );
     }
-    let r = gpufeed::cuda::prog_batch::bench(&files, args.batch.max(1), args.iters.max(1))?;
+    let r = gpufeed::cuda::prog_batch::bench(
+        &files,
+        args.batch.max(1),
+        args.iters.max(1),
+        args.sequential,
+    )?;
     if args.json {
         println!(
             "{}",
@@ -38,7 +50,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 "files": r.files, "taken": r.taken, "plan_ms_per_file_taken": plan_ms,
                 "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
                 "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
-                "faults": r.faults,
+                "faults": r.faults, "sequential": args.sequential,
             })
         );
     } else {

@@ -33,9 +33,10 @@ pub(crate) struct JpegJob {
     pub(crate) to_engine: bool,
     /// The image's MCU size (`nvjpeg::mcu_size`).
     pub(crate) mcu: (u32, u32),
-    /// A progressive Huffman JPEG (SOF2): the progressive lanes' where
-    /// the route has them.
-    pub(crate) progressive: bool,
+    /// For gpufeed's own scan kernels (the worker decided: a progressive
+    /// file, or a sequential one of the CUDA share): the progressive
+    /// lanes' where the route has them.
+    pub(crate) kernels: bool,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -434,9 +435,8 @@ impl CudaEngine {
         let (to_hw, to_cuda): (Vec<usize>, Vec<usize>) =
             (0..jobs.len()).partition(|&k| engine && jobs[k].to_engine);
         let prog = route.prog.is_some();
-        let (to_prog, to_cuda): (Vec<usize>, Vec<usize>) = to_cuda
-            .into_iter()
-            .partition(|&k| prog && jobs[k].progressive);
+        let (to_prog, to_cuda): (Vec<usize>, Vec<usize>) =
+            to_cuda.into_iter().partition(|&k| prog && jobs[k].kernels);
         let prog_ticket = route
             .prog
             .as_ref()

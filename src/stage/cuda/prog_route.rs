@@ -9,8 +9,10 @@
 //! engine's refusals (CUDA, then the CPU).
 //!
 //! Off unless `PipelineBuilder::progressive_kernels` (or
-//! `GPUFEED_PROGRESSIVE_GPU=1`): never yet run on a GPU (sessions 30-31,
-//! no device lent). On the emulated device the kernels equal
+//! `GPUFEED_PROGRESSIVE_GPU=1`): never yet run on a GPU (sessions 30-33,
+//! no device lent). With `sequential_kernels` (`GPUFEED_SEQUENTIAL_GPU=1`)
+//! the same lanes take the CUDA share's sequential files under 1 MP too
+//! (session 33: the planner and kernels decode sequential scans). On the emulated device the kernels equal
 //! libjpeg-turbo's output, alone and through a pipeline
 //! (tests/progressive.rs; the emulated route is in `stage/emu.rs`).
 
