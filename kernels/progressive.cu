@@ -339,8 +339,9 @@ __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff
     return GF_SCAN_OK;
 }
 
-// Grid: ceil(n / 32) blocks of 32 threads, one chain each. status[i] gets
-// chain i's GF_SCAN_* code.
+// Grid: any 1-D grid of at least n threads, one chain each (the host
+// launches blocks of one thread unless told otherwise: src/cuda/prog_batch.rs).
+// status[i] gets chain i's GF_SCAN_* code.
 extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
                                           const GfScan* __restrict__ scans, unsigned int n_scans,
                                           const GfHuff* __restrict__ tables, unsigned int n_tables,

@@ -16,7 +16,7 @@ use cudarc::driver::{ValidAsZeroBits, sys::CUevent_flags};
 use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{AugmentKernels, ProgressiveKernels};
 use super::pixels::{Rgb, color, converts, planes};
-use super::progressive::{Launch, planned};
+use super::progressive::{Launch, planned, unpermute};
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
 
@@ -24,6 +24,8 @@ use crate::jpeg::scans::Plan;
 /// addresses of its parts laid out from bases the caller gives.
 pub(crate) struct Layout {
     pub(crate) launch: Launch,
+    /// Where each launched chain was pushed ([`Launch::longest_first`]).
+    pub(crate) order: Vec<u32>,
     pub(crate) planes: Vec<GfPlane>,
     pub(crate) colors: Vec<GfColor>,
     pub(crate) blocks: u32,
@@ -54,6 +56,7 @@ impl Layout {
     ) -> std::result::Result<Layout, (usize, SampleError)> {
         let mut l = Layout {
             launch: Launch::default(),
+            order: Vec::new(),
             planes: Vec::new(),
             colors: Vec::new(),
             blocks: 0,
@@ -77,8 +80,24 @@ impl Layout {
             l.most_pixels = l.most_pixels.max(p.width * p.height);
             at_data += f.len() as u64;
         }
+        l.order = l.launch.longest_first();
         Ok(l)
     }
+}
+
+/// Threads per block of `gf_progressive`, whose threads each decode one
+/// chain: 1 unless `GPUFEED_SCAN_BLOCK` (1 to 1024) says otherwise. A
+/// batch has a few hundred chains (one per sequential image, about four
+/// per progressive one); in blocks of 32 they would run on a few SMs as
+/// a few warps whose threads take different branches, each warp as slow
+/// as its longest chain, while blocks of one spread them over every SM
+/// (unmeasured: `gpufeed progressive-bench` times both).
+fn scan_block() -> u32 {
+    std::env::var("GPUFEED_SCAN_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|b| (1..=1024).contains(b))
+        .unwrap_or(1)
 }
 
 /// A device buffer that grows (to twice its size, at least) and is
@@ -123,6 +142,8 @@ pub(crate) struct Buffers {
     planes: Grown<GfPlane>,
     colors: Grown<GfColor>,
     status: Grown<u32>,
+    /// Threads per block of `gf_progressive` ([`scan_block`]).
+    pub(crate) scan_block: u32,
 }
 
 /// A batch put on the device by [`Buffers::put`]: the counts its
@@ -138,6 +159,8 @@ pub(crate) struct Put {
     coefs: usize,
     /// Chains per file, in order.
     pub(crate) chains_of: Vec<usize>,
+    /// Where each launched chain was pushed.
+    order: Vec<u32>,
 }
 
 impl Buffers {
@@ -159,6 +182,7 @@ impl Buffers {
             planes: Grown(None),
             colors: Grown(None),
             status: Grown(None),
+            scan_block: scan_block(),
         }
     }
 
@@ -221,6 +245,7 @@ impl Buffers {
             most_pixels: l.most_pixels,
             coefs,
             chains_of: l.launch.chains_of,
+            order: l.order,
         }))
     }
 
@@ -245,9 +270,10 @@ impl Buffers {
         b.arg(&tables);
         b.arg(&p.tables);
         b.arg(&status);
+        let block = self.scan_block.max(1);
         let cfg = LaunchConfig {
-            grid_dim: (p.chains.div_ceil(32).max(1), 1, 1),
-            block_dim: (32, 1, 1),
+            grid_dim: (p.chains.div_ceil(block).max(1), 1, 1),
+            block_dim: (block, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: (const GfChain*, u32, const GfScan*, u32, const GfHuff*,
@@ -299,12 +325,15 @@ impl Buffers {
             .map_err(Error::cuda("kernel launch"))
     }
 
-    /// The chains' statuses of the last batch (waits for the stream).
+    /// The chains' statuses of the last batch, in the files' order
+    /// (waits for the stream).
     pub(crate) fn status(&mut self, p: &Put) -> Result<Vec<u32>> {
         let s = self.stream.clone();
         let st = self.status.at_least(&s, p.chains as usize)?;
-        s.clone_dtoh(&st.slice(..p.chains as usize))
-            .map_err(Error::cuda("download"))
+        let launched = s
+            .clone_dtoh(&st.slice(..p.chains as usize))
+            .map_err(Error::cuda("download"))?;
+        Ok(unpermute(&p.order, &launched))
     }
 }
 
@@ -359,6 +388,10 @@ pub struct ProgressiveBench {
     /// Median device time per batch of `gf_progressive` (with the
     /// coefficients' zeroing), ms (CUDA events).
     pub scans_ms: f64,
+    /// Threads per block `scans_ms` ran with (`GPUFEED_SCAN_BLOCK`).
+    pub scan_block: u32,
+    /// The same, timed alone at 1 and at 32 threads per block.
+    pub scans_ms_by_block: Vec<(u32, f64)>,
     /// Of `gf_idct`.
     pub idct_ms: f64,
     /// Of `gf_color`.
@@ -460,10 +493,31 @@ pub fn bench(
             }
         }
     }
-    let [scans, idct, colr] = times.map(|mut v| {
+    let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
-    });
+    };
+    let [scans, idct, colr] = times.map(median);
+    // The scans kernel alone at each block size it might run with
+    // ([`scan_block`]; the default's is `scans`).
+    let default_block = b.scan_block;
+    let mut scans_by_block = Vec::new();
+    for block in [1, 32] {
+        b.scan_block = block;
+        let mut t = Vec::new();
+        for it in 0..=iters {
+            let s = k.stream.clone();
+            let e0 = s.record_event(timing).map_err(&ev)?;
+            b.queue_scans(&put)?;
+            let e1 = s.record_event(timing).map_err(&ev)?;
+            e1.synchronize().map_err(&ev)?;
+            if it > 0 {
+                t.push(e0.elapsed_ms(&e1).map_err(&ev)? as f64);
+            }
+        }
+        scans_by_block.push((block, median(t)));
+    }
+    b.scan_block = default_block;
     let status = b.status(&put)?;
     let mut faults = 0;
     let mut chain = 0;
@@ -478,6 +532,8 @@ pub fn bench(
         batch,
         iters,
         scans_ms: scans,
+        scan_block: default_block,
+        scans_ms_by_block: scans_by_block,
         idct_ms: idct,
         color_ms: colr,
         img_per_s: batch as f64 / ((scans + idct + colr) / 1e3),

@@ -99,6 +99,37 @@ impl Launch {
         }
         self.tables.extend(p.tables.iter().map(GfHuff::from));
     }
+
+    /// Reorder the chains, most entropy-coded bytes first, and return
+    /// where each came from (`order[launched] = pushed`). Threads of a
+    /// warp run in step, so a warp lasts as long as its longest chain:
+    /// chains of like length together waste less of it, and the longest
+    /// start first (issue 16, item 3c: one thread decodes a sequential
+    /// image). Statuses come back in launch order: [`unpermute`] them.
+    pub(crate) fn longest_first(&mut self) -> Vec<u32> {
+        let work = |c: &GfChain| -> u64 {
+            let first = c.first_scan as usize;
+            self.scans[first..first + c.scans as usize]
+                .iter()
+                .map(|s| u64::from(s.length))
+                .sum()
+        };
+        let mut order: Vec<u32> = (0..self.chains.len() as u32).collect();
+        // Stable: equal work keeps push order.
+        order.sort_by_key(|&i| std::cmp::Reverse(work(&self.chains[i as usize])));
+        self.chains = order.iter().map(|&i| self.chains[i as usize]).collect();
+        order
+    }
+}
+
+/// Statuses in push order from `launched`, in the launch order that
+/// [`Launch::longest_first`] returned as `order`.
+pub(crate) fn unpermute(order: &[u32], launched: &[u32]) -> Vec<u32> {
+    let mut out = vec![u32::MAX; order.len()];
+    for (&from, &s) in order.iter().zip(launched) {
+        out[from as usize] = s;
+    }
+    out
 }
 
 /// One component's decoded coefficients.
@@ -173,14 +204,17 @@ pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
         .iter_mut()
         .map(|g| g.coef.as_mut_ptr() as u64)
         .collect();
-    let l = Launch::new(p, data.as_ptr() as u64, data.len(), &coef);
+    let mut l = Launch::new(p, data.as_ptr() as u64, data.len(), &coef);
+    // In the order the CUDA lanes launch them, so that the tests check the
+    // reordering too.
+    let order = l.longest_first();
     let mut status = vec![u32::MAX; l.chains.len()];
     // SAFETY: the chains address `data` (data_len bytes) and the grids just
     // allocated, each stride * rows blocks as the plan sized them; all
     // outlive the synchronous call, and the grids are written by nothing
     // else meanwhile.
     unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
-    (comps, status)
+    (comps, unpermute(&order, &status))
 }
 
 /// Launch `gf_progressive` (`f`) over `l`'s descriptors on `k`'s stream
@@ -244,4 +278,49 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
         comps,
         status,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_chains_launch_first_and_statuses_come_back_in_push_order() {
+        let files: [&[u8]; 2] = [
+            include_bytes!("../../tests/data/go/video-001.jpeg"),
+            include_bytes!("../../tests/data/go/video-001.progressive.jpeg"),
+        ];
+        let mut l = Launch::default();
+        for f in files {
+            let p = plan(f, u64::MAX).unwrap();
+            l.push(&p, 0, f.len(), &[0; 4]);
+        }
+        let pushed = l.chains.clone();
+        let work = |l: &Launch, c: &GfChain| -> u64 {
+            let s = &l.scans[c.first_scan as usize..][..c.scans as usize];
+            s.iter().map(|s| u64::from(s.length)).sum()
+        };
+        let order = l.longest_first();
+        // A permutation, each launched chain the one pushed at `order[i]`,
+        // in order of falling work.
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..pushed.len() as u32).collect::<Vec<_>>());
+        for (c, &from) in l.chains.iter().zip(&order) {
+            assert_eq!(c.first_scan, pushed[from as usize].first_scan);
+        }
+        assert!(
+            l.chains
+                .windows(2)
+                .all(|w| work(&l, &w[0]) >= work(&l, &w[1]))
+        );
+        // The baseline file's one chain holds all of its data, more than
+        // any chain of the progressive file: launched first.
+        assert_eq!(order[0], 0);
+        // Launched chain i reports the index it was pushed at.
+        assert_eq!(
+            unpermute(&order, &order),
+            (0..pushed.len() as u32).collect::<Vec<_>>()
+        );
+    }
 }

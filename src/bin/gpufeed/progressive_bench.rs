@@ -51,13 +51,27 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
                 "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
                 "faults": r.faults, "sequential": args.sequential,
+                "scan_block": r.scan_block, "scans_ms_by_block": r.scans_ms_by_block,
             })
         );
     } else {
+        let by_block: Vec<String> = r
+            .scans_ms_by_block
+            .iter()
+            .map(|(b, ms)| format!("{ms:.2} ms in blocks of {b}"))
+            .collect();
         println!(
-            "batch {}: scans {:.2} ms, IDCT {:.2} ms, colour {:.2} ms (medians of {}): \
-             {:.0} img/s; {} faulted",
-            r.batch, r.scans_ms, r.idct_ms, r.color_ms, r.iters, r.img_per_s, r.faults
+            "batch {}: scans {:.2} ms (blocks of {}; alone: {}), IDCT {:.2} ms, colour {:.2} ms \
+             (medians of {}): {:.0} img/s; {} faulted",
+            r.batch,
+            r.scans_ms,
+            r.scan_block,
+            by_block.join(", "),
+            r.idct_ms,
+            r.color_ms,
+            r.iters,
+            r.img_per_s,
+            r.faults
         );
     }
     Ok(())
