@@ -118,6 +118,11 @@ benches/cupti/build.sh "$out/bin" >/dev/null
 
 cp scripts/run-gpu-tests.sh "$out/"
 chmod +x "$out/run-gpu-tests.sh"
+# The commit the binaries were built from, "+dirty" with uncommitted
+# changes: the runner copies it into the logs, so that a result names
+# the code that gave it (issue 20's table is per commit).
+{ git rev-parse HEAD; git diff --quiet HEAD -- src kernels tests build.rs Cargo.toml || echo "+dirty"; } |
+  paste -sd' ' >"$out/COMMIT"
 
 # A corpus that fits a 64 MiB transfer beside the binaries (~34 MB):
 # tricky/ without its reference PNGs, the 10 MB MPO and the 9 MB

@@ -55,12 +55,15 @@ def row(name, r):
 
 def main():
     logs = sys.argv[1] if len(sys.argv) > 1 else "gpu-logs"
+    commit = os.path.join(logs, "COMMIT")
+    if os.path.exists(commit):
+        print("== bundle built from " + open(commit).read().strip())
     summaries = sorted(glob.glob(os.path.join(logs, "**", "summary.txt"), recursive=True))
     for s in summaries:
         print(f"== {os.path.relpath(s, logs)}")
         print(open(s, errors="replace").read().rstrip())
     print("\n== bench runs: img/s, CPU-ms per image (all threads, then "
-          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, progressive files on the kernels, limit")
+          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, files on the scan kernels, limit")
     files = sorted(glob.glob(os.path.join(logs, "*.json")) + glob.glob(os.path.join(logs, "*.log")))
     for f in files:
         base = os.path.basename(f)

@@ -45,6 +45,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 logs=${OUT_LOGS:-$PWD/gpu-logs}
 mkdir -p "$logs"
+# The bundle's commit (gpu-bundle.sh), for the reports.
+[ -f "$here/COMMIT" ] && cp "$here/COMMIT" "$logs/COMMIT"
 export GPUFEED_REQUIRE_GPU=1 GPUFEED_REQUIRE_NVRTC=1
 export GPUFEED_KERNEL_CACHE=${GPUFEED_KERNEL_CACHE:-$logs/kernel-cache}
 if [ -z "${GPUFEED_CORPUS:-}" ] && [ -f "$here/corpus/MANIFEST.tsv" ]; then

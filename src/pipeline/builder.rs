@@ -472,9 +472,12 @@ impl PipelineBuilder {
     /// say (`gpufeed progressive-bench --sequential`). Equal to
     /// libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
-    /// scans) decodes as the engine's refusals do. Default false, or true
-    /// where the environment sets `GPUFEED_SEQUENTIAL_GPU=1`: never yet
-    /// run on a GPU, so hidden.
+    /// scans) decodes as the engine's refusals do. The automatic share
+    /// ([`hardware_decode_share_auto`](Self::hardware_decode_share_auto))
+    /// does not model it yet: it prices the CUDA share by the workers'
+    /// host phases, which these images skip, so pair it with a fixed
+    /// share. Default false, or true where the environment sets
+    /// `GPUFEED_SEQUENTIAL_GPU=1`: never yet run on a GPU, so hidden.
     #[doc(hidden)]
     pub fn sequential_kernels(mut self, yes: bool) -> Self {
         self.sequential = yes;
