@@ -45,17 +45,20 @@ pub(super) struct ProgReply {
 }
 
 /// A lane's state: its buffers on a stream of its own, counted in the
-/// route's nvJPEG ledger (`Pipeline::memory()`) as they grow.
+/// route's nvJPEG ledger (`Pipeline::memory()`) as they grow: device
+/// buffers, and the page-locked staging of the files.
 pub(super) struct ProgLane {
     buffers: Buffers,
     ctx: Arc<CudaContext>,
     ledger: Arc<Ledger>,
     counted: usize,
+    counted_pinned: usize,
 }
 
 impl Drop for ProgLane {
     fn drop(&mut self) {
         self.ledger.refund(Kind::Device, self.counted as u64);
+        self.ledger.refund(Kind::Pinned, self.counted_pinned as u64);
     }
 }
 
@@ -78,6 +81,7 @@ pub(super) fn lanes(
             ctx: ctx.clone(),
             ledger: ledger.clone(),
             counted: 0,
+            counted_pinned: 0,
         });
     }
     let run =
@@ -105,14 +109,17 @@ fn run_lane(lane: &mut ProgLane, jobs: Vec<ProgJob>) -> ProgReply {
         }
         // Buffers only grow; a refused charge (past the ledger's limit)
         // leaves them uncounted until the next growth.
-        let now = lane.buffers.bytes();
-        if now > lane.counted
-            && lane
-                .ledger
-                .charge(Kind::Device, (now - lane.counted) as u64)
-        {
-            lane.counted = now;
-        }
+        let grown = |kind, now: usize, counted: &mut usize| {
+            if now > *counted && lane.ledger.charge(kind, (now - *counted) as u64) {
+                *counted = now;
+            }
+        };
+        grown(Kind::Device, lane.buffers.bytes(), &mut lane.counted);
+        grown(
+            Kind::Pinned,
+            lane.buffers.pinned_bytes(),
+            &mut lane.counted_pinned,
+        );
     }
     ProgReply {
         bytes: jobs.into_iter().map(|j| j.bytes).collect(),
