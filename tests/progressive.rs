@@ -55,12 +55,12 @@ common::tests!(
 
 /// The corpus's files of each coding process (its manifest's `sof`).
 const PROGRESSIVE: Kind = Kind {
-    name: "progressive",
+    sequential: false,
     sofs: &["progressive"],
     skip: None,
 };
 const SEQUENTIAL: Kind = Kind {
-    name: "sequential",
+    sequential: true,
     sofs: &["baseline", "ext-seq"],
     skip: None,
 };
@@ -74,7 +74,7 @@ const SEQUENTIAL_GPU: Kind = Kind {
 
 #[derive(Clone, Copy)]
 struct Kind {
-    name: &'static str,
+    sequential: bool,
     sofs: &'static [&'static str],
     /// Files under this folder are left out.
     skip: Option<&'static str>,
@@ -82,7 +82,11 @@ struct Kind {
 
 impl Kind {
     fn name(self) -> &'static str {
-        self.name
+        if self.sequential {
+            "sequential"
+        } else {
+            "progressive"
+        }
     }
 }
 
@@ -90,66 +94,66 @@ impl Kind {
 /// bombs); the photos are under 1.3 MP.
 const MAX_PIXELS: u64 = 16_000_000;
 
+// The two instances' decoders: coefficients and RGB8 of one file.
+#[cfg(feature = "kernel-emu")]
+fn emu_coef(p: &Path, d: &[u8]) -> gpufeed::Result<Coefficients> {
+    gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS)
+}
+fn gpu_coef(p: &Path, d: &[u8]) -> gpufeed::Result<Coefficients> {
+    gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS)
+}
+#[cfg(feature = "kernel-emu")]
+fn emu_rgb(p: &Path, d: &[u8]) -> gpufeed::Result<Rgb> {
+    gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
+}
+fn gpu_rgb(p: &Path, d: &[u8]) -> gpufeed::Result<Rgb> {
+    gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
+}
+
 #[cfg(feature = "kernel-emu")]
 fn emu_scans_equal_libjpeg_turbo() -> Outcome {
-    compare(PROGRESSIVE, &|p, d| {
-        gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS)
-    })
+    compare(PROGRESSIVE, &emu_coef)
 }
 
 fn gpu_scans_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare(PROGRESSIVE, &|p, d| {
-        gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS)
-    })
+    compare(PROGRESSIVE, &gpu_coef)
 }
 
 #[cfg(feature = "kernel-emu")]
 fn emu_pixels_equal_libjpeg_turbo() -> Outcome {
-    compare_pixels(PROGRESSIVE, &|p, d| {
-        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
-    })
+    compare_pixels(PROGRESSIVE, &emu_rgb)
 }
 
 fn gpu_pixels_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare_pixels(PROGRESSIVE, &|p, d| {
-        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
-    })
+    compare_pixels(PROGRESSIVE, &gpu_rgb)
 }
 
 #[cfg(feature = "kernel-emu")]
 fn emu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
-    compare(SEQUENTIAL, &|p, d| {
-        gpufeed::cuda::progressive::emu_coefficients(p, d, MAX_PIXELS)
-    })
+    compare(SEQUENTIAL, &emu_coef)
 }
 
 fn gpu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare(SEQUENTIAL_GPU, &|p, d| {
-        gpufeed::cuda::progressive::gpu_coefficients(p, d, MAX_PIXELS)
-    })
+    compare(SEQUENTIAL_GPU, &gpu_coef)
 }
 
 #[cfg(feature = "kernel-emu")]
 fn emu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
-    compare_pixels(SEQUENTIAL, &|p, d| {
-        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
-    })
+    compare_pixels(SEQUENTIAL, &emu_rgb)
 }
 
 fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare_pixels(SEQUENTIAL_GPU, &|p, d| {
-        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
-    })
+    compare_pixels(SEQUENTIAL_GPU, &gpu_rgb)
 }
 
 /// A refusal the sequential tests allow of a file libjpeg-turbo decodes
 /// cleanly: what the planner does not do, never a file it calls corrupt.
 fn unsupported(kind: Kind, e: &gpufeed::Error) -> bool {
-    kind.name() == "sequential"
+    kind.sequential
         && matches!(
             e,
             gpufeed::Error::Sample {
@@ -161,32 +165,24 @@ fn unsupported(kind: Kind, e: &gpufeed::Error) -> bool {
 
 #[cfg(feature = "kernel-emu")]
 fn emu_route_equals_the_cpu_backend() -> Outcome {
-    route(PROGRESSIVE, gpufeed::Device::Emulated, &|p, d| {
-        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
-    })
+    route(PROGRESSIVE, gpufeed::Device::Emulated, &emu_rgb)
 }
 
 fn gpu_route_equals_the_cpu_backend() -> Outcome {
     common::need_gpu()?;
-    route(PROGRESSIVE, gpufeed::Device::Cuda(0), &|p, d| {
-        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
-    })
+    route(PROGRESSIVE, gpufeed::Device::Cuda(0), &gpu_rgb)
 }
 
 /// The CUDA share's sequential files at the same lanes
 /// (`PipelineBuilder::sequential_kernels`, issue 16, item 3c).
 #[cfg(feature = "kernel-emu")]
 fn emu_sequential_route_equals_the_cpu_backend() -> Outcome {
-    route(SEQUENTIAL, gpufeed::Device::Emulated, &|p, d| {
-        gpufeed::cuda::pixels::emu_rgb(p, d, MAX_PIXELS)
-    })
+    route(SEQUENTIAL, gpufeed::Device::Emulated, &emu_rgb)
 }
 
 fn gpu_sequential_route_equals_the_cpu_backend() -> Outcome {
     common::need_gpu()?;
-    route(SEQUENTIAL_GPU, gpufeed::Device::Cuda(0), &|p, d| {
-        gpufeed::cuda::prog_batch::gpu_rgb(p, d, MAX_PIXELS)
-    })
+    route(SEQUENTIAL_GPU, gpufeed::Device::Cuda(0), &gpu_rgb)
 }
 
 /// The progressive route (`PipelineBuilder::progressive_kernels`) through
@@ -212,7 +208,7 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     use gpufeed::source::Sample;
     let root = common::corpus()?;
     let emulated = device != gpufeed::Device::Cuda(0);
-    let sequential = kind.name() == "sequential";
+    let sequential = kind.sequential;
     let most = if sequential { 999_999 } else { 2_000_000 };
     let mut samples = Vec::new();
     let mut taken = 0;
