@@ -4,14 +4,15 @@
 #
 #   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
 #
-# PHASE: quick, unrun, tests, sanitize, bench, checks, numbers, peers, or
-# all (the default: tests sanitize bench). quick is the first call of a
+# PHASE: quick, lease, unrun, tests, sanitize, bench, checks, numbers,
+# peers, or all (the default: tests sanitize bench). quick is the first call of a
 # short lease (15 minutes of device time in all, start-up included) after
 # GPU code changed: the device stage's tests, the headline benches beside
 # torchvision's GPU pipeline, decode-bench, the nvJPEG tests and one
 # sanitizer run, most telling first, so that GPU_DEADLINE cuts what
 # matters least (steps a call already ran are not rerun in it; GPU_SKIP
-# names steps to leave out). unrun: what the last full run left out (see
+# names steps to leave out). lease: one call of a 15-minute lease for
+# code no GPU has run yet (see the phase). unrun: what the last full run left out (see
 # the phase). checks then numbers, one call each, are issue 20's table
 # in one short lease, once a commit's GPU code is final: checks runs
 # tests and sanitize at once (two runners sharing the GPU, in
@@ -58,7 +59,7 @@ data=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; data=${1:-}; break ;;
-    quick | unrun | tests | sanitize | bench | checks | numbers | peers) phases+=("$1") ;;
+    quick | lease | unrun | tests | sanitize | bench | checks | numbers | peers) phases+=("$1") ;;
     all) phases+=(tests sanitize bench) ;;
     *) data=$1 ;;
   esac
@@ -355,6 +356,37 @@ for phase in "${phases[@]}"; do
       # own included (`cpu_ms_per_image_by_thread` in the JSON).
       GPUFEED_CUDA_BLOCKING_SYNC=1 step bench-cuda-blocking-sync 60 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 1 --json
+      step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      ;;
+    lease)
+      # One call of a 15-minute lease (session 34): the GPU code no GPU has
+      # run yet (the progressive and sequential scan kernels, sessions
+      # 30-33) and whether its route pays, against the plain pipeline in
+      # the same call; then the device stage's regression tests, the
+      # default bench and torchvision's pipeline. Most telling first.
+      step doctor 30 "$bin/gpufeed" doctor --require-gpu
+      step progressive 150 "$bin/test-progressive" gpu_ --nocapture
+      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
+        step sequential-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
+          "$GPUFEED_CORPUS/photos/imagenet-size" --sequential --batch 256 --iters 20
+        step progressive-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
+          "$GPUFEED_CORPUS/photos/imagenet-size" --batch 256 --iters 20
+      fi
+      grow_data
+      pool_sweep base
+      pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
+      step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --json
+      pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
+      GPUFEED_PROGRESSIVE_GPU=1 step device-stage-progressive-gpu 150 "$bin/test-device_stage" \
+        gpu_ --test-threads=1 --nocapture
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 2 --threads "$(nproc)"
+      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/full" ]; then
+        step progressive-bench-full 60 "$bin/gpufeed" progressive-bench \
+          "$GPUFEED_CORPUS/photos/full" --batch 256 --iters 20
+      fi
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       ;;
     unrun)
