@@ -41,12 +41,13 @@ struct GfBits {
     unsigned long long buf;  // the low `n` bits are unread, oldest highest
     int n;
     int zeros;               // how many of the `n` are past the segment
+    unsigned int mask;       // bit i: the i-th newest byte in `buf` was stuffed (2 bytes read)
     unsigned int status;
 };
 
 __device__ __forceinline__ void gf_fill(GfBits& b) {
     while (b.n <= 56) {
-        unsigned int byte = 0;
+        unsigned int byte = 0, stuffed = 0;
         if (b.zeros == 0 && b.pos < b.len) {
             const unsigned int v = b.p[b.pos];
             if (v != 0xFF) {
@@ -55,6 +56,7 @@ __device__ __forceinline__ void gf_fill(GfBits& b) {
             } else if (b.pos + 1 < b.len && b.p[b.pos + 1] == 0) {
                 byte = 0xFF;
                 b.pos += 2;
+                stuffed = 1;
             } else {
                 b.zeros += 8;  // a marker: pos stays on its 0xFF
             }
@@ -62,8 +64,23 @@ __device__ __forceinline__ void gf_fill(GfBits& b) {
             b.zeros += 8;
         }
         b.buf = (b.buf << 8) | byte;
+        b.mask = (b.mask << 1) | stuffed;
         b.n += 8;
     }
+}
+
+// A reader of scan `s`'s segment from its byte `pos` on.
+__device__ __forceinline__ GfBits gf_reader(const GfChain& ch, const GfScan& s, unsigned int pos) {
+    GfBits b;
+    b.p = (const unsigned char*)ch.data + s.offset;
+    b.pos = pos;
+    b.len = s.length;
+    b.buf = 0;
+    b.n = 0;
+    b.zeros = 0;
+    b.mask = 0;
+    b.status = GF_SCAN_OK;
+    return b;
 }
 
 // The next k bits (k <= 16), not consumed.
@@ -122,6 +139,7 @@ __device__ __forceinline__ void gf_restart(GfBits& b, unsigned int number) {
         b.buf = 0;
         b.n = 0;
         b.zeros = 0;
+        b.mask = 0;
     } else {
         b.status = GF_SCAN_BAD_RESTART;
     }
@@ -291,14 +309,7 @@ __device__ __forceinline__ bool gf_scan_ok(const GfChain& ch, const GfScan& s, u
 __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff* tables,
                                 unsigned int n_tables) {
     if (!gf_scan_ok(ch, s, n_tables)) return GF_SCAN_BAD_DESC;
-    GfBits b;
-    b.p = (const unsigned char*)ch.data + s.offset;
-    b.pos = 0;
-    b.len = s.length;
-    b.buf = 0;
-    b.n = 0;
-    b.zeros = 0;
-    b.status = GF_SCAN_OK;
+    GfBits b = gf_reader(ch, s, 0);
     GfScanState st;
     for (int i = 0; i < 4; ++i) st.pred[i] = 0;
     st.eobrun = 0;
@@ -341,13 +352,20 @@ __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff
 
 // Grid: any 1-D grid of at least n threads, one chain each (the host
 // launches blocks of one thread unless told otherwise: src/cuda/prog_batch.rs).
-// status[i] gets chain i's GF_SCAN_* code.
+// status[i] gets chain i's GF_SCAN_* code. It must hold 0 before, or what
+// the split kernels left there: GF_SCAN_SPLIT (they decoded the chain) or
+// a fault they met; 0 on a split chain means they did not synchronise,
+// and this thread decodes it alone.
 extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
                                           const GfScan* __restrict__ scans, unsigned int n_scans,
                                           const GfHuff* __restrict__ tables, unsigned int n_tables,
                                           unsigned int* __restrict__ status) {
     const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    if (status[i] != GF_SCAN_OK) {
+        if (status[i] == GF_SCAN_SPLIT) status[i] = GF_SCAN_OK;
+        return;
+    }
     const GfChain& ch = chains[i];
     unsigned int st = GF_SCAN_OK;
     if (ch.comps == 0 || ch.comps > 4 || ch.first_scan > n_scans || ch.scans > n_scans - ch.first_scan)
@@ -355,4 +373,286 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
     for (unsigned int k = 0; st == GF_SCAN_OK && k < ch.scans; ++k)
         st = gf_scan(ch, scans[ch.first_scan + k], tables, n_tables);
     status[i] = st;
+}
+
+// ---- Split decoding of sequential scans (issue 16, item 3c) ----
+//
+// One thread per sequential image is latency-bound: on an H200 a batch of
+// 256 imagenet-size photos took 49 ms (2026-11-27, docs/BENCHMARKS.md),
+// the slowest photo's time. A sequential scan without restart markers is
+// therefore cut into subsequences of sub_bytes, one thread each, as in
+// Weissenberger and Schmidt, "Massively Parallel Huffman Decoding on
+// GPUs" (ICPP 2018), and its JPEG sequel (arXiv 2111.09219):
+//
+// 1. gf_split_guess: each thread decodes its subsequence from a guess (its
+//    first byte, the MCU's first block, the DC next). Huffman codes
+//    resynchronise: a few symbols in, the guess usually decodes what the
+//    true decode would, and the state where it stops is the true one.
+// 2. gf_split_round, `rounds` times: each thread whose predecessor's end
+//    state is not where it started decodes again from there.
+// 3. gf_split_check, per chain: every subsequence started where the one
+//    before it ended (so, by induction from the scan's first bit, every
+//    start is the true one: nothing here is probabilistic) and the blocks
+//    begun cover the scan; then the block index and DC prediction at each
+//    subsequence's start (prefix sums). Otherwise the chain keeps status 0
+//    and gf_progressive decodes it alone.
+// 4. gf_split_write: each subsequence again, from its true start, writing
+//    its coefficients; a fault in a block of the scan is the chain's status.
+//
+// Bit positions count the segment's bytes as they are, stuffing included,
+// so that threads that started at different places agree on them.
+
+// The bit in the segment where the next unread bit of `b` starts.
+__device__ __forceinline__ unsigned int gf_at(const GfBits& b) {
+    const int real = b.n - b.zeros;  // unread bits from the segment
+    if (real <= 0) return b.pos * 8;
+    const int bytes = (real + 7) >> 3;
+    const unsigned int m = (b.mask >> (b.zeros >> 3)) & ((1u << bytes) - 1u);
+    return b.pos * 8 - (unsigned int)real - 8u * (unsigned int)__popc(m);
+}
+
+// The blocks of one MCU: scan component, and place within its h x v.
+struct GfMcu {
+    unsigned int n;
+    unsigned char comp[10], x[10], y[10];
+};
+
+// The chain's scan if it can be split (a sequential scan without restart
+// markers that gf_scan_ok accepts), with its MCU and its blocks in all.
+__device__ __forceinline__ const GfScan* gf_split_scan(const GfSplit& p, const GfChain& ch,
+                                                       GfMcu& m, unsigned int& total) {
+    const GfScan* scans = (const GfScan*)p.scans;
+    if (ch.comps == 0 || ch.comps > 4 || ch.scans != 1 || ch.first_scan >= p.n_scans) return 0;
+    const GfScan& s = scans[ch.first_scan];
+    if (!gf_scan_ok(ch, s, p.n_tables) || s.ss != 0 || s.se != 63 || s.restart != 0) return 0;
+    m.n = 0;
+    if (s.comps == 1) {
+        m.n = 1;
+        m.comp[0] = m.x[0] = m.y[0] = 0;
+        const GfCoefs& c = ch.comp[s.comp[0]];
+        total = c.bw * c.bh;
+    } else {
+        for (int i = 0; i < s.comps; ++i) {
+            const GfCoefs& c = ch.comp[s.comp[i]];
+            for (unsigned int y = 0; y < c.v; ++y)
+                for (unsigned int x = 0; x < c.h; ++x) {
+                    if (m.n == 10) return 0;
+                    m.comp[m.n] = (unsigned char)i;
+                    m.x[m.n] = (unsigned char)x;
+                    m.y[m.n] = (unsigned char)y;
+                    m.n += 1;
+                }
+        }
+        total = ch.mcus_x * ch.mcus_y * m.n;
+    }
+    if (total == 0 || m.n == 0) return 0;
+    return &s;
+}
+
+// Block g of the scan, in scan order, or null outside its grid.
+__device__ __forceinline__ short* gf_split_block(const GfChain& ch, const GfScan& s,
+                                                 const GfMcu& m, unsigned int g) {
+    const unsigned int mi = g / m.n, u = g % m.n;
+    if (s.comps == 1) {
+        const GfCoefs& c = ch.comp[s.comp[0]];
+        return gf_block(c, mi % c.bw, mi / c.bw);
+    }
+    const GfCoefs& c = ch.comp[s.comp[m.comp[u]]];
+    return gf_block(c, (mi % ch.mcus_x) * c.h + m.x[u], (mi / ch.mcus_x) * c.v + m.y[u]);
+}
+
+// Decode from `from` until the next symbol would start at or past bit
+// `stop`, or a fault: the state there and what was met on the way, in
+// `out` (its `from`, `base` and `dc_base` untouched). WRITE: also store
+// the coefficients of the blocks below `total`, block numbers from
+// out.base and DC predictions from out.dc_base on, and return the first
+// fault in such a block (faults in the padding after the scan's last
+// block are not the scan's). Each step is gf_seq_block's.
+template <bool WRITE>
+__device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const GfHuff* tables,
+                                     const GfMcu& m, GfAt from, unsigned int stop,
+                                     unsigned int total, GfSync& out) {
+    GfBits b = gf_reader(ch, s, from.pos >> 3);
+    if ((from.pos & 7) != 0) {
+        gf_fill(b);
+        gf_skip(b, (int)(from.pos & 7));
+    }
+    unsigned int u = from.u, k = from.k, blocks = 0;
+    unsigned int dc[4] = {0, 0, 0, 0}, pred[4] = {0, 0, 0, 0};
+    short* blk = 0;
+    if (WRITE) {
+        for (int i = 0; i < 4; ++i) pred[i] = (unsigned int)out.dc_base[i];
+        // A start inside a block: the one begun last before it.
+        if (k != 0 && out.base > 0 && out.base - 1 < total) blk = gf_split_block(ch, s, m, out.base - 1);
+    }
+    unsigned int fault = GF_SCAN_OK;
+    while (u < m.n && k < 64) {
+        if (gf_at(b) >= stop) break;
+        // The block this symbol belongs to, in scan order.
+        const unsigned int g = out.base + blocks - (k != 0 ? 1u : 0u);
+        if (WRITE && k == 0 && g >= total) break;
+        const int i = m.comp[u];
+        if (k == 0) {
+            const int t = gf_huff(b, tables[s.dc[i]]);
+            const unsigned int diff = (unsigned int)gf_extend(gf_bits(b, t), t);
+            dc[i] += diff;
+            if (WRITE) {
+                pred[i] += diff;
+                blk = gf_split_block(ch, s, m, g);
+                if (blk == 0) {
+                    fault = GF_SCAN_BAD_DESC;
+                    break;
+                }
+                blk[0] = (short)(int)pred[i];
+            }
+            blocks += 1;
+            k = 1;
+        } else {
+            const int rs = gf_huff(b, tables[s.ac[i]]);
+            const int r = rs >> 4, z = rs & 15;
+            if (z != 0) {
+                k += r;
+                const int v = gf_extend(gf_bits(b, z), z);
+                if (WRITE && blk != 0) blk[gf_natural[k]] = (short)v;
+                k += 1;
+            } else if (r == 15) {
+                k += 16;
+            } else {
+                k = 64;
+            }
+        }
+        if (b.status != GF_SCAN_OK) {
+            if (WRITE && g < total) fault = b.status;
+            break;
+        }
+        if (k >= 64) {
+            k = 0;
+            u = u + 1 == m.n ? 0 : u + 1;
+        }
+    }
+    out.to.pos = gf_at(b);
+    out.to.u = (unsigned char)u;
+    out.to.k = (unsigned char)k;
+    out.to.ok = b.status == GF_SCAN_OK && fault == GF_SCAN_OK;
+    out.to.pad = 0;
+    out.blocks = blocks;
+    for (int i = 0; i < 4; ++i) out.dc[i] = (int)dc[i];
+    return fault;
+}
+
+// The chain that subsequence t belongs to (sub_first is sorted, from 0 to
+// n_subs), or n if none does.
+__device__ __forceinline__ unsigned int gf_split_chain(const GfSplit& p, unsigned int t) {
+    const unsigned int* first = (const unsigned int*)p.sub_first;
+    if (t >= p.n_subs || first[0] != 0 || first[p.n] != p.n_subs) return p.n;
+    unsigned int lo = 0, hi = p.n;  // first[lo] <= t < first[hi]
+    while (hi - lo > 1) {
+        const unsigned int mid = (lo + hi) / 2;
+        if (first[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return first[lo] <= t && t < first[lo + 1] ? lo : p.n;
+}
+
+// Subsequence t's chain, scan, MCU and place: false if it has none, or if
+// the chain's subsequences are not the ones its scan's length makes.
+struct GfSub {
+    const GfChain* ch;
+    const GfScan* s;
+    GfMcu m;
+    unsigned int total, j, stop;
+};
+
+__device__ __forceinline__ bool gf_split_sub(const GfSplit& p, unsigned int t, GfSub& q) {
+    const unsigned int c = gf_split_chain(p, t);
+    if (c >= p.n || p.sub_bytes == 0) return false;
+    const unsigned int* first = (const unsigned int*)p.sub_first;
+    q.ch = (const GfChain*)p.chains + c;
+    q.s = gf_split_scan(p, *q.ch, q.m, q.total);
+    if (q.s == 0) return false;
+    const unsigned int subs = (q.s->length + p.sub_bytes - 1) / p.sub_bytes;
+    if (first[c + 1] - first[c] != subs) return false;
+    q.j = t - first[c];
+    // The last one runs on past the segment's end, as one thread would
+    // (into zero bits: an overrun if a block of the scan needs them).
+    q.stop = q.j + 1 == subs ? 0xFFFFFFFFu : (q.j + 1) * p.sub_bytes * 8;
+    return true;
+}
+
+__device__ __forceinline__ bool gf_at_eq(const GfAt& a, const GfAt& b) {
+    return a.ok && b.ok && a.pos == b.pos && a.u == b.u && a.k == b.k;
+}
+
+// Step 1, one thread per subsequence: records[t] from a guess.
+extern "C" __global__ void gf_split_guess(GfSplit p) {
+    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    GfSub q;
+    if (!gf_split_sub(p, t, q)) return;
+    GfSync& r = ((GfSync*)p.sync)[t];
+    GfAt from;
+    from.pos = 0;
+    from.u = from.k = 0;
+    from.ok = 1;
+    from.pad = 0;
+    if (q.j > 0) {
+        // Not the second byte of a stuffed 0xFF: that 0 is no data.
+        unsigned int o = q.j * p.sub_bytes;
+        const unsigned char* d = (const unsigned char*)q.ch->data + q.s->offset;
+        if (d[o - 1] == 0xFF && d[o] == 0) o += 1;
+        from.pos = o * 8;
+    }
+    r.from = from;
+    r.base = 0;
+    gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, from, q.stop, q.total, r);
+}
+
+// Step 2, round `round` (0 first): records of buffer round % 2 to those
+// of the other buffer.
+extern "C" __global__ void gf_split_round(GfSplit p, unsigned int round) {
+    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    GfSub q;
+    if (!gf_split_sub(p, t, q)) return;
+    const GfSync* in = (const GfSync*)p.sync + (size_t)(round & 1) * p.n_subs;
+    GfSync* out = (GfSync*)p.sync + (size_t)((round + 1) & 1) * p.n_subs;
+    out[t] = in[t];
+    if (q.j == 0 || !in[t - 1].to.ok || gf_at_eq(in[t].from, in[t - 1].to)) return;
+    out[t].from = in[t - 1].to;
+    gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, out[t].from, q.stop,
+                        q.total, out[t]);
+}
+
+// Step 3, one thread per chain: whether its subsequences (buffer
+// rounds % 2) chain up and cover the scan; if so their bases, and
+// status GF_SCAN_SPLIT.
+extern "C" __global__ void gf_split_check(GfSplit p) {
+    const unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= p.n) return;
+    const unsigned int* first = (const unsigned int*)p.sub_first;
+    if (first[c + 1] <= first[c] || first[c + 1] > p.n_subs) return;
+    GfSub q;
+    if (!gf_split_sub(p, first[c], q) || q.ch != (const GfChain*)p.chains + c) return;
+    GfSync* r = (GfSync*)p.sync + (size_t)(p.rounds & 1) * p.n_subs;
+    unsigned int base = 0, dc[4] = {0, 0, 0, 0};
+    for (unsigned int t = first[c]; t < first[c + 1]; ++t) {
+        if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to)) return;
+        r[t].base = base;
+        for (int i = 0; i < 4; ++i) r[t].dc_base[i] = (int)dc[i];
+        base += r[t].blocks;
+        for (int i = 0; i < 4; ++i) dc[i] += (unsigned int)r[t].dc[i];
+    }
+    if (base < q.total) return;
+    ((unsigned int*)p.status)[c] = GF_SCAN_SPLIT;
+}
+
+// Step 4, one thread per subsequence of a chain step 3 marked.
+extern "C" __global__ void gf_split_write(GfSplit p) {
+    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    GfSub q;
+    if (!gf_split_sub(p, t, q)) return;
+    unsigned int* status = (unsigned int*)p.status + (q.ch - (const GfChain*)p.chains);
+    if (*status != GF_SCAN_SPLIT) return;
+    GfSync r = ((const GfSync*)p.sync)[(size_t)(p.rounds & 1) * p.n_subs + t];
+    const unsigned int fault = gf_split_run<true>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m,
+                                                  r.from, q.stop, q.total, r);
+    if (fault != GF_SCAN_OK) *status = fault;
 }

@@ -50,6 +50,36 @@ struct GfChain {
     GfCoefs comp[4];
 };
 
+// A split sequential scan's decoder state at a symbol boundary: the bit
+// where the symbol starts (in the segment's bytes, stuffing included), the
+// block within the MCU and the coefficient next (0: the DC).
+struct GfAt {
+    unsigned int pos;
+    unsigned char u, k;
+    unsigned char ok;          // 0: no such state (the decode before it faulted)
+    unsigned char pad;
+};
+
+// One subsequence of a split scan (progressive.cu, "Split decoding"):
+// decoded from `from` up to `to`, `blocks` blocks begun on the way, the DC
+// differences summed per scan component; `base` and `dc_base` are what
+// the subsequences before it add up to (gf_split_check writes them).
+struct GfSync {
+    GfAt from, to;
+    unsigned int blocks, base;
+    int dc[4], dc_base[4];
+};
+
+// One split launch: the gf_progressive launch's lists, the subsequences
+// of each chain (chain c owns [sub_first[c], sub_first[c + 1]); none: not
+// split), 2 * n_subs GfSync records, and the rounds of gf_split_round.
+struct GfSplit {
+    unsigned long long chains, scans, tables, sub_first, sync, status;  // device pointers
+    unsigned int n, n_scans, n_tables, n_subs;
+    unsigned int sub_bytes;    // bytes of a subsequence
+    unsigned int rounds;
+};
+
 // NVRTC has no offsetof without headers; the sizes below equal the sums of
 // the member sizes, so there is no padding and every offset follows
 // (comp at 32 in GfChain), as desc.rs asserts.
@@ -58,6 +88,9 @@ static_assert(sizeof(GfScan) == 40, "GfScan layout changed: update src/cuda/desc
 static_assert(sizeof(GfCoefs) == 32, "GfCoefs layout changed: update src/cuda/desc.rs");
 static_assert(sizeof(GfChain) == 160, "GfChain layout changed: update src/cuda/desc.rs");
 static_assert(sizeof(GfChain) == 8 + 6 * 4 + 4 * sizeof(GfCoefs), "GfChain has padding");
+static_assert(sizeof(GfAt) == 8, "GfAt layout changed: update src/cuda/jpeg_desc.rs");
+static_assert(sizeof(GfSync) == 56, "GfSync layout changed: update src/cuda/jpeg_desc.rs");
+static_assert(sizeof(GfSplit) == 72, "GfSplit layout changed: update src/cuda/jpeg_desc.rs");
 
 // Status per chain (progressive.cu writes one): 0 decoded; otherwise the
 // first fault met, and the image goes to another decoder.
@@ -67,3 +100,6 @@ static_assert(sizeof(GfChain) == 8 + 6 * 4 + 4 * sizeof(GfCoefs), "GfChain has p
 #define GF_SCAN_BAD_RESTART 3   // the restart marker is missing or out of order
 #define GF_SCAN_BAD_SYMBOL 4    // a refinement symbol of magnitude other than 1, or a DC sum past an int
 #define GF_SCAN_BAD_DESC 5      // a descriptor out of range (the host's fault)
+// Not a result: gf_split_check's mark that the split kernels decode the
+// chain, which gf_progressive turns into GF_SCAN_OK.
+#define GF_SCAN_SPLIT 0x5350

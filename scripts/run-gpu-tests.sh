@@ -360,10 +360,12 @@ for phase in "${phases[@]}"; do
       ;;
     lease)
       # One call of a 15-minute lease (session 34): the GPU code no GPU has
-      # run yet (the progressive and sequential scan kernels, sessions
-      # 30-33) and whether its route pays, against the plain pipeline in
-      # the same call; then the device stage's regression tests, the
-      # default bench and torchvision's pipeline. Most telling first.
+      # run yet (the scan kernels of sessions 30-33 ran at 2406cce; the
+      # split kernels of session 34 not yet: the progressive step and
+      # sequential-bench run them) and whether its route pays, against
+      # the plain pipeline in the same call; then the device stage's
+      # regression tests, the default bench and torchvision's pipeline.
+      # Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step progressive 150 "$bin/test-progressive" gpu_ --nocapture
       if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
@@ -388,6 +390,12 @@ for phase in "${phases[@]}"; do
           "$GPUFEED_CORPUS/photos/full" --batch 256 --iters 20
       fi
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      # The split kernels (session 34) under memcheck: imagenet-size's 160
+      # sequential photos, split by 1 KB, one launch of each per file.
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer-memcheck-split 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+          "$bin/test-progressive" gpu_sequential_scans
+      fi
       ;;
     unrun)
       # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,

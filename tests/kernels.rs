@@ -7,7 +7,8 @@ mod common;
 
 use common::Outcome;
 use gpufeed::cuda::{
-    AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, PIXELS_KERNELS, kernel_sources, nvrtc,
+    AUGMENT_KERNELS, MIX_KERNELS, PHOTO_KERNELS, PIXELS_KERNELS, PROGRESSIVE_KERNELS,
+    kernel_sources, nvrtc,
 };
 
 common::tests!(
@@ -47,7 +48,7 @@ fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
             let entries: &[&str] = match name {
                 "photo.cu" => &PHOTO_KERNELS,
                 "mix.cu" => &MIX_KERNELS,
-                "progressive.cu" => &["gf_progressive"],
+                "progressive.cu" => &PROGRESSIVE_KERNELS,
                 "pixels.cu" => &PIXELS_KERNELS,
                 _ => &AUGMENT_KERNELS,
             };

@@ -334,3 +334,46 @@ fn sequential_scans_survive_mutations() {
         gpufeed::fuzz::progressive,
     );
 }
+
+/// The split kernels (kernels/progressive.cu, "Split decoding") against
+/// one thread per image on the same mutated sequential files, in
+/// subsequences of 64 bytes, where guesses resynchronise least: whatever
+/// the bytes, splitting changes no outcome. Where one thread decodes a
+/// file without a fault, so does the split decode, to the same
+/// coefficients; where one thread faults, the split decode faults too.
+#[cfg(feature = "kernel-emu")]
+#[test]
+fn split_decoding_equals_one_thread_under_mutation() {
+    use gpufeed::cuda::progressive::emu_coefficients_split;
+    use gpufeed::jpeg::SofKind;
+    use std::cell::Cell;
+    let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
+    let (split, synced) = (Cell::new(0u32), Cell::new(0u32));
+    let path = Path::new("mutated.jpg");
+    run_on("split", count(10_000), sequential, |b| {
+        let Ok((one, _)) = emu_coefficients_split(path, b, 1 << 22, 0) else {
+            return false;
+        };
+        let (many, n) = emu_coefficients_split(path, b, 1 << 22, 64).expect("planned once");
+        split.set(split.get() + n.split);
+        synced.set(synced.get() + n.synced);
+        let ok = |s: &[u32]| s.iter().all(|&s| s == 0);
+        assert_eq!(
+            ok(&one.status),
+            ok(&many.status),
+            "{:?} {:?}",
+            one.status,
+            many.status
+        );
+        if ok(&one.status) {
+            assert!(one.comps == many.comps, "split coefficients differ");
+        }
+        ok(&one.status)
+    });
+    println!(
+        "split: {} of {} split chains synchronised",
+        synced.get(),
+        split.get()
+    );
+    assert!(synced.get() > 0);
+}

@@ -5,7 +5,7 @@
 //! without a GPU.
 
 use super::desc::{GfLaunch, GfMix, GfPhoto, GfTile};
-use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
+use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan, GfSplit};
 use super::launch::{LaunchKind, StageLaunch};
 
 unsafe extern "C" {
@@ -25,6 +25,7 @@ unsafe extern "C" {
         n_tables: u32,
         status: *mut u32,
     );
+    fn gf_emu_split(p: GfSplit);
     fn gf_emu_idct(planes: *const GfPlane, n: u32, blocks: u32);
     fn gf_emu_color(images: *const GfColor, n: u32);
     fn gf_emu_photo(
@@ -57,6 +58,7 @@ pub(crate) unsafe fn augment(which: usize, tiles: &[GfTile], p: GfLaunch, out: &
 
 /// Run `gf_progressive` (kernels/progressive.cu) over `chains`, one
 /// emulated thread per chain in turn; `status[i]` gets chain i's code.
+/// `status` must hold 0s, or what [`split`] left there.
 ///
 /// # Safety
 ///
@@ -84,6 +86,21 @@ pub(crate) unsafe fn progressive(
             status.as_mut_ptr(),
         )
     }
+}
+
+/// Run the split kernels' four steps (kernels/progressive.cu) for `p`,
+/// which must be followed by [`progressive`] over the same chains.
+///
+/// # Safety
+///
+/// `p`'s addresses must be host memory: `n` chains, `n_scans` scans,
+/// `n_tables` tables, `n + 1` sorted `sub_first` entries from 0 to
+/// `n_subs`, `2 * n_subs` writable `GfSync` records (`SYNC_BYTES` each,
+/// 4-aligned) and `n` statuses, each 0; the chains' own addresses as for
+/// [`progressive`].
+pub(crate) unsafe fn split(p: GfSplit) {
+    // SAFETY: the caller's contract (# Safety).
+    unsafe { gf_emu_split(p) }
 }
 
 /// Run `gf_idct` (kernels/pixels.cu) over `blocks` blocks of `planes`.

@@ -66,6 +66,30 @@ pub(crate) struct GfChain {
     pub(crate) comp: [GfCoefs; 4],
 }
 
+/// `GfSplit`: one launch of the split kernels (progressive.cu's "Split
+/// decoding"), passed by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GfSplit {
+    pub(crate) chains: u64,
+    pub(crate) scans: u64,
+    pub(crate) tables: u64,
+    pub(crate) sub_first: u64,
+    pub(crate) sync: u64,
+    pub(crate) status: u64,
+    pub(crate) n: u32,
+    pub(crate) n_scans: u32,
+    pub(crate) n_tables: u32,
+    pub(crate) n_subs: u32,
+    pub(crate) sub_bytes: u32,
+    pub(crate) rounds: u32,
+}
+
+/// Bytes of one `GfSync` record: the split kernels' scratch, which only
+/// the device reads and writes (2 per subsequence).
+pub(crate) const SYNC_BYTES: usize = 56;
+
+const _: () = assert!(size_of::<GfSplit>() == 72);
 const _: () = assert!(size_of::<GfHuff>() == 1424);
 const _: () = assert!(size_of::<GfScan>() == 40);
 const _: () = assert!(size_of::<GfCoefs>() == 32);
@@ -146,6 +170,8 @@ unsafe impl DeviceRepr for GfPlane {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for GfColor {}
 // SAFETY: as above.
+unsafe impl DeviceRepr for GfSplit {}
+// SAFETY: as above.
 unsafe impl ValidAsZeroBits for GfChain {}
 // SAFETY: as above.
 unsafe impl ValidAsZeroBits for GfScan {}
@@ -169,6 +195,8 @@ mod tests {
         assert_eq!(number_after(h, "sizeof(GfCoefs) =="), size_of::<GfCoefs>());
         assert_eq!(number_after(h, "sizeof(GfChain) =="), size_of::<GfChain>());
         assert_eq!(number_after(h, "comp at"), offset_of!(GfChain, comp));
+        assert_eq!(number_after(h, "sizeof(GfSplit) =="), size_of::<GfSplit>());
+        assert_eq!(number_after(h, "sizeof(GfSync) =="), SYNC_BYTES);
         for (i, name) in [
             "GF_SCAN_OK",
             "GF_SCAN_BAD_CODE",

@@ -26,8 +26,19 @@ unsafe impl DeviceRepr for GfLaunch {}
 // SAFETY: as above (GfMix: integers and floats, layout asserted in desc.rs).
 unsafe impl DeviceRepr for super::desc::GfMix {}
 
-/// `gf_progressive`, `gf_idct` and `gf_color`.
-pub(crate) type ProgressiveKernels = (CudaFunction, CudaFunction, CudaFunction);
+/// The progressive-file kernels.
+#[derive(Clone)]
+pub(crate) struct ProgressiveKernels {
+    /// `gf_progressive`.
+    pub(crate) scans: CudaFunction,
+    /// `gf_split_guess`, `gf_split_round`, `gf_split_check`,
+    /// `gf_split_write`.
+    pub(crate) split: [CudaFunction; 4],
+    /// `gf_idct`.
+    pub(crate) idct: CudaFunction,
+    /// `gf_color`.
+    pub(crate) color: CudaFunction,
+}
 
 /// Threads per block: one thread per output pixel.
 const BLOCK: u32 = 256;
@@ -134,7 +145,7 @@ impl AugmentKernels {
             self.index,
             &self.arch,
             PROGRESSIVE_FILE,
-            &["gf_progressive"],
+            &super::PROGRESSIVE_KERNELS,
         )?;
         let mut px = load(
             &self.ctx,
@@ -143,7 +154,18 @@ impl AugmentKernels {
             PIXELS_FILE,
             &super::PIXELS_KERNELS,
         )?;
-        let k = (scan.remove(0), px.remove(0), px.remove(0));
+        let split = [
+            scan.remove(1),
+            scan.remove(1),
+            scan.remove(1),
+            scan.remove(1),
+        ];
+        let k = ProgressiveKernels {
+            scans: scan.remove(0),
+            split,
+            idct: px.remove(0),
+            color: px.remove(0),
+        };
         // Another thread may have loaded them meanwhile: either will do.
         Ok((**self.progressive.get_or_init(|| Box::new(k))).clone())
     }

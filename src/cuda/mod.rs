@@ -218,6 +218,15 @@ pub const MIX_KERNELS: [&str; 8] = [
 /// Kernel entry points of `pixels.cu`: the IDCT, then the colour
 /// conversion, of progressive files decoded on the device.
 pub const PIXELS_KERNELS: [&str; 2] = ["gf_idct", "gf_color"];
+/// `kernels/progressive.cu`'s entry points: the scan decoder, then the
+/// split kernels' four steps.
+pub const PROGRESSIVE_KERNELS: [&str; 5] = [
+    "gf_progressive",
+    "gf_split_guess",
+    "gf_split_round",
+    "gf_split_check",
+    "gf_split_write",
+];
 
 const AUGMENT_CU: &str = include_str!("../../kernels/augment.cu");
 const MIX_CU: &str = include_str!("../../kernels/mix.cu");

@@ -16,7 +16,9 @@ use cudarc::driver::{CudaEvent, PinnedHostSlice, ValidAsZeroBits, sys::CUevent_f
 use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{AugmentKernels, ProgressiveKernels};
 use super::pixels::{Rgb, color, converts, planes};
-use super::progressive::{Launch, planned, unpermute};
+use super::progressive::{
+    Launch, planned, queue_split, split_bytes, split_params, sync_bytes, unpermute,
+};
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
 
@@ -91,7 +93,8 @@ impl Layout {
 /// per progressive one); in blocks of 32 they would run on a few SMs as
 /// a few warps whose threads take different branches, each warp as slow
 /// as its longest chain, while blocks of one spread them over every SM
-/// (unmeasured: `gpufeed progressive-bench` times both).
+/// (on an H200, 2026-11-27, 256 sequential photos: 49 ms in blocks of
+/// one, 226 ms in blocks of 32; `gpufeed progressive-bench`).
 fn scan_block() -> u32 {
     std::env::var("GPUFEED_SCAN_BLOCK")
         .ok()
@@ -202,8 +205,13 @@ pub(crate) struct Buffers {
     planes: Grown<GfPlane>,
     colors: Grown<GfColor>,
     status: Grown<u32>,
+    sub_first: Grown<u32>,
+    sync: Grown<u32>,
     /// Threads per block of `gf_progressive` ([`scan_block`]).
     pub(crate) scan_block: u32,
+    /// Bytes of a split scan's subsequence; 0: none split
+    /// ([`split_bytes`]).
+    pub(crate) sub_bytes: u32,
 }
 
 /// A batch put on the device by [`Buffers::put`]: the counts its
@@ -217,6 +225,8 @@ pub(crate) struct Put {
     blocks: u32,
     most_pixels: u32,
     coefs: usize,
+    /// Subsequences of the split kernels.
+    subs: u32,
     /// Chains per file, in order.
     pub(crate) chains_of: Vec<usize>,
     /// Where each launched chain was pushed.
@@ -243,7 +253,10 @@ impl Buffers {
             planes: Grown(None),
             colors: Grown(None),
             status: Grown(None),
+            sub_first: Grown(None),
+            sync: Grown(None),
             scan_block: scan_block(),
+            sub_bytes: split_bytes(),
         }
     }
 
@@ -263,6 +276,8 @@ impl Buffers {
             + self.planes.bytes()
             + self.colors.bytes()
             + self.status.bytes()
+            + self.sub_first.bytes()
+            + self.sync.bytes()
     }
 
     /// Upload `plans`' files and descriptors, image `i` to be written at
@@ -305,6 +320,10 @@ impl Buffers {
         upload(&s, &mut self.planes, &l.planes)?;
         upload(&s, &mut self.colors, &l.colors)?;
         self.status.at_least(&s, l.launch.chains.len())?;
+        let first = l.launch.split(self.sub_bytes);
+        let subs = *first.last().unwrap_or(&0);
+        upload(&s, &mut self.sub_first, &first)?;
+        self.sync.at_least(&s, (sync_bytes(subs) / 4).max(1))?;
         Ok(Ok(Put {
             chains: l.launch.chains.len() as u32,
             scans: l.launch.scans.len() as u32,
@@ -314,17 +333,21 @@ impl Buffers {
             blocks: l.blocks,
             most_pixels: l.most_pixels,
             coefs,
+            subs,
             chains_of: l.launch.chains_of,
             order: l.order,
         }))
     }
 
     /// Queue the coefficients' zeroing (progressive decoding builds on
-    /// zero) and `gf_progressive`.
+    /// zero) and the statuses', the split kernels and `gf_progressive`.
     pub(crate) fn queue_scans(&mut self, p: &Put) -> Result<()> {
         let s = self.stream.clone();
         let coef = self.coef.at_least(&s, p.coefs)?;
         s.memset_zeros(&mut coef.slice_mut(..p.coefs))
+            .map_err(Error::cuda("memset"))?;
+        let st = self.status.at_least(&s, p.chains as usize)?;
+        s.memset_zeros(&mut st.slice_mut(..p.chains as usize))
             .map_err(Error::cuda("memset"))?;
         let (chains, scans, tables) = (
             self.chains.address(&s),
@@ -332,7 +355,20 @@ impl Buffers {
             self.tables.address(&s),
         );
         let status = self.status.address(&s);
-        let mut b = s.launch_builder(&self.kernels.0);
+        let split = split_params(
+            (
+                chains,
+                scans,
+                tables,
+                self.sub_first.address(&s),
+                self.sync.address(&s),
+                status,
+            ),
+            (p.chains, p.scans, p.tables, p.subs),
+            self.sub_bytes,
+        );
+        queue_split(&s, &self.kernels.split, &split)?;
+        let mut b = s.launch_builder(&self.kernels.scans);
         b.arg(&chains);
         b.arg(&p.chains);
         b.arg(&scans);
@@ -360,7 +396,7 @@ impl Buffers {
     pub(crate) fn queue_idct(&mut self, p: &Put) -> Result<()> {
         let s = self.stream.clone();
         let planes = self.planes.address(&s);
-        let mut b = s.launch_builder(&self.kernels.1);
+        let mut b = s.launch_builder(&self.kernels.idct);
         b.arg(&planes);
         b.arg(&p.planes);
         b.arg(&p.blocks);
@@ -380,7 +416,7 @@ impl Buffers {
     pub(crate) fn queue_color(&mut self, p: &Put) -> Result<()> {
         let s = self.stream.clone();
         let colors = self.colors.address(&s);
-        let mut b = s.launch_builder(&self.kernels.2);
+        let mut b = s.launch_builder(&self.kernels.color);
         b.arg(&colors);
         let cfg = LaunchConfig {
             grid_dim: (p.most_pixels.div_ceil(256).max(1), p.images.max(1), 1),
@@ -460,8 +496,12 @@ pub struct ProgressiveBench {
     pub scans_ms: f64,
     /// Threads per block `scans_ms` ran with (`GPUFEED_SCAN_BLOCK`).
     pub scan_block: u32,
-    /// The same, timed alone at 1 and at 32 threads per block.
-    pub scans_ms_by_block: Vec<(u32, f64)>,
+    /// Bytes of a split scan's subsequence `scans_ms` ran with
+    /// (`GPUFEED_SCAN_SPLIT`; 0: none split).
+    pub sub_bytes: u32,
+    /// The scan kernels timed alone: (threads per block of
+    /// `gf_progressive`, bytes of a subsequence, ms).
+    pub scans_ms_alone: Vec<(u32, u32, f64)>,
     /// Of `gf_idct`.
     pub idct_ms: f64,
     /// Of `gf_color`.
@@ -568,12 +608,20 @@ pub fn bench(
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
     let [scans, idct, colr] = times.map(median);
-    // The scans kernel alone at each block size it might run with
-    // ([`scan_block`]; the default's is `scans`).
-    let default_block = b.scan_block;
-    let mut scans_by_block = Vec::new();
-    for block in [1, 32] {
-        b.scan_block = block;
+    // The scan kernels alone in each shape they might run in: one thread
+    // per chain in blocks of 1 and of 32 ([`scan_block`]), and split
+    // sequential scans in subsequences of 256, 1024 and 4096 bytes
+    // ([`split_bytes`]; the default's time is `scans`).
+    let (default_block, default_split) = (b.scan_block, b.sub_bytes);
+    let mut alone = Vec::new();
+    for (block, split) in [(1, 0), (32, 0), (1, 256), (1, 1024), (1, 4096)] {
+        if split > 0 && !sequential {
+            continue;
+        }
+        (b.scan_block, b.sub_bytes) = (block, split);
+        let put = b
+            .put(&p, &f, &out)?
+            .map_err(|(_, e)| Error::Config(e.to_string()))?;
         let mut t = Vec::new();
         for it in 0..=iters {
             let s = k.stream.clone();
@@ -585,9 +633,13 @@ pub fn bench(
                 t.push(e0.elapsed_ms(&e1).map_err(&ev)? as f64);
             }
         }
-        scans_by_block.push((block, median(t)));
+        alone.push((block, split, median(t)));
     }
-    b.scan_block = default_block;
+    (b.scan_block, b.sub_bytes) = (default_block, default_split);
+    let put = b
+        .put(&p, &f, &out)?
+        .map_err(|(_, e)| Error::Config(e.to_string()))?;
+    b.queue_scans(&put)?;
     let status = b.status(&put)?;
     let mut faults = 0;
     let mut chain = 0;
@@ -603,7 +655,8 @@ pub fn bench(
         iters,
         scans_ms: scans,
         scan_block: default_block,
-        scans_ms_by_block: scans_by_block,
+        sub_bytes: default_split,
+        scans_ms_alone: alone,
         idct_ms: idct,
         color_ms: colr,
         img_per_s: batch as f64 / ((scans + idct + colr) / 1e3),

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::jpeg_desc::{GfChain, GfCoefs, GfHuff, GfScan};
+use super::jpeg_desc::{GfChain, GfCoefs, GfHuff, GfScan, GfSplit, SYNC_BYTES};
 
 use crate::error::{Error, Result};
 use crate::jpeg::scans::{Plan, plan};
@@ -122,6 +122,127 @@ impl Launch {
     }
 }
 
+/// Bytes of a subsequence of a split sequential scan (progressive.cu's
+/// "Split decoding"): `GPUFEED_SCAN_SPLIT` (0: no splitting; at least 64
+/// otherwise), else 1024. Smaller runs more threads per image, each
+/// shorter, but a guess has fewer symbols to resynchronise in before its
+/// subsequence ends (then a round decodes it again, or the image goes to
+/// one thread): on the emulated device every imagenet-size photo
+/// synchronised at 1024 bytes, 101 of 160 at 256 (tests/progressive.rs,
+/// `emu_split_scans_equal_libjpeg_turbo`). Unmeasured on a GPU:
+/// `gpufeed progressive-bench --sequential`.
+pub(crate) fn split_bytes() -> u32 {
+    std::env::var("GPUFEED_SCAN_SPLIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b: &u32| b == 0 || b >= 64)
+        .unwrap_or(1024)
+}
+
+/// Rounds of `gf_split_round`: subsequences whose guess had not
+/// resynchronised by its end, in a row, that a split still mends.
+pub(crate) const SPLIT_ROUNDS: u32 = 3;
+
+impl Launch {
+    /// The split kernels' subsequences of the chains as they are now
+    /// ordered: chain c owns `[first[c], first[c + 1])`, none unless it is
+    /// one sequential scan without restart markers of at least two
+    /// subsequences of `sub_bytes` (0: none split).
+    pub(crate) fn split(&self, sub_bytes: u32) -> Vec<u32> {
+        let mut first = Vec::with_capacity(self.chains.len() + 1);
+        let mut at = 0u32;
+        first.push(at);
+        for c in &self.chains {
+            let s = (c.scans == 1)
+                .then(|| &self.scans[c.first_scan as usize])
+                .filter(|s| s.ss == 0 && s.se == 63 && s.ah == 0 && s.al == 0 && s.restart == 0);
+            let subs = match (s, sub_bytes) {
+                (Some(s), 1..) => s.length.div_ceil(sub_bytes),
+                _ => 0,
+            };
+            if subs >= 2 {
+                at += subs;
+            }
+            first.push(at);
+        }
+        first
+    }
+}
+
+/// The split kernels' parameters for a launch of `n` chains, `n_scans`
+/// scans and `n_tables` tables at these device (or, emulated, host)
+/// addresses, its subsequences as `sub_first` (from [`Launch::split`]).
+pub(crate) fn split_params(
+    (chains, scans, tables, sub_first, sync, status): (u64, u64, u64, u64, u64, u64),
+    (n, n_scans, n_tables, n_subs): (u32, u32, u32, u32),
+    sub_bytes: u32,
+) -> GfSplit {
+    GfSplit {
+        chains,
+        scans,
+        tables,
+        sub_first,
+        sync,
+        status,
+        n,
+        n_scans,
+        n_tables,
+        n_subs,
+        sub_bytes,
+        rounds: SPLIT_ROUNDS,
+    }
+}
+
+/// Bytes of `GfSync` scratch that `subs` subsequences need (two records
+/// each: the rounds read one and write the other).
+pub(crate) fn sync_bytes(subs: u32) -> usize {
+    2 * subs as usize * SYNC_BYTES
+}
+
+/// Queue the split kernels (`k`: guess, round, check, write) for `p` on
+/// `s`. The statuses must be zero before; `gf_progressive` must follow.
+pub(crate) fn queue_split(
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    k: &[cudarc::driver::CudaFunction; 4],
+    p: &GfSplit,
+) -> Result<()> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    if p.n_subs == 0 {
+        return Ok(());
+    }
+    let over = |n: u32| LaunchConfig {
+        grid_dim: (n.div_ceil(32).max(1), 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let fail = Error::cuda("kernel launch");
+    let mut b = s.launch_builder(&k[0]);
+    b.arg(p);
+    // SAFETY: (this launch and the three below) the signature is (GfSplit), or
+    // (GfSplit, u32) for the rounds; `p`'s addresses are the caller's
+    // device buffers (descriptor lists, `n + 1` sub_first, `2 * n_subs`
+    // GfSync records, `n` zeroed statuses), kept until the caller has
+    // waited for the stream; the kernels check every index against the
+    // counts in `p`.
+    unsafe { b.launch(over(p.n_subs)) }.map_err(&fail)?;
+    for r in 0..p.rounds {
+        let mut b = s.launch_builder(&k[1]);
+        b.arg(p);
+        b.arg(&r);
+        // SAFETY: as above.
+        unsafe { b.launch(over(p.n_subs)) }.map_err(&fail)?;
+    }
+    let mut b = s.launch_builder(&k[2]);
+    b.arg(p);
+    // SAFETY: as above.
+    unsafe { b.launch(over(p.n)) }.map_err(&fail)?;
+    let mut b = s.launch_builder(&k[3]);
+    b.arg(p);
+    // SAFETY: as above.
+    unsafe { b.launch(over(p.n_subs)) }.map_err(&fail)?;
+    Ok(())
+}
+
 /// Statuses in push order from `launched`, in the launch order that
 /// [`Launch::longest_first`] returned as `order`.
 pub(crate) fn unpermute(order: &[u32], launched: &[u32]) -> Vec<u32> {
@@ -195,10 +316,48 @@ pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
     })
 }
 
+/// How the split kernels fared on one file: chains they split, and of
+/// those, chains whose subsequences synchronised (the rest went to one
+/// thread each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SplitCount {
+    /// Chains split into subsequences.
+    pub split: u32,
+    /// Split chains the split kernels decoded (a fault they met counts).
+    pub synced: u32,
+}
+
+/// [`emu_coefficients`] with subsequences of `sub_bytes` (0: none split),
+/// and how the split kernels fared. Not part of the API.
+#[cfg(feature = "kernel-emu")]
+#[doc(hidden)]
+pub fn emu_coefficients_split(
+    path: &Path,
+    data: &[u8],
+    max_pixels: u64,
+    sub_bytes: u32,
+) -> Result<(Coefficients, SplitCount)> {
+    let p = planned(path, data, max_pixels)?;
+    let (comps, status, count) = emu_scans_split(&p, data, sub_bytes);
+    let c = Coefficients {
+        width: p.width,
+        height: p.height,
+        comps,
+        status,
+    };
+    Ok((c, count))
+}
+
 /// The scans of `data`, planned as `p`, decoded with the kernel source
 /// compiled for the host: each component's grid and each chain's status.
 #[cfg(feature = "kernel-emu")]
 pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
+    let (comps, status, _) = emu_scans_split(p, data, split_bytes());
+    (comps, status)
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec<u32>, SplitCount) {
     let mut comps = grids(p);
     let coef: Vec<u64> = comps
         .iter_mut()
@@ -208,20 +367,54 @@ pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
     // In the order the CUDA lanes launch them, so that the tests check the
     // reordering too.
     let order = l.longest_first();
-    let mut status = vec![u32::MAX; l.chains.len()];
-    // SAFETY: the chains address `data` (data_len bytes) and the grids just
-    // allocated, each stride * rows blocks as the plan sized them; all
-    // outlive the synchronous call, and the grids are written by nothing
-    // else meanwhile.
+    let mut status = vec![0u32; l.chains.len()];
+    let first = l.split(sub_bytes);
+    let subs = *first.last().unwrap_or(&0);
+    let mut sync = vec![0u32; sync_bytes(subs) / 4];
+    let p = split_params(
+        (
+            l.chains.as_ptr() as u64,
+            l.scans.as_ptr() as u64,
+            l.tables.as_ptr() as u64,
+            first.as_ptr() as u64,
+            sync.as_mut_ptr() as u64,
+            status.as_mut_ptr() as u64,
+        ),
+        (
+            l.chains.len() as u32,
+            l.scans.len() as u32,
+            l.tables.len() as u32,
+            subs,
+        ),
+        sub_bytes,
+    );
+    let mut count = SplitCount::default();
+    if subs > 0 {
+        // SAFETY: the chains address `data` (data_len bytes) and the grids
+        // just allocated, each stride * rows blocks as the plan sized them;
+        // the lists, `first` (from `split`: sorted, 0 to `subs`), the
+        // zeroed records (2 * subs, 4-aligned) and statuses are the vectors
+        // above; all outlive the synchronous call, and nothing else writes
+        // them meanwhile.
+        unsafe { super::emu::split(p) };
+        for (c, &s) in first.windows(2).zip(&status) {
+            if c[1] > c[0] {
+                count.split += 1;
+                count.synced += u32::from(s != 0);
+            }
+        }
+    }
+    // SAFETY: as for `split` above; the statuses hold 0 or what it left.
     unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
-    (comps, unpermute(&order, &status))
+    (comps, unpermute(&order, &status), count)
 }
 
-/// Launch `gf_progressive` (`f`) over `l`'s descriptors on `k`'s stream
-/// and return each chain's status (waits for the stream).
+/// Launch the split kernels and `gf_progressive` (`pk`) over `l`'s
+/// descriptors on `k`'s stream and return each chain's status (waits for
+/// the stream).
 pub(crate) fn launch_scans(
     k: &super::launch::AugmentKernels,
-    f: &cudarc::driver::CudaFunction,
+    pk: &super::launch::ProgressiveKernels,
     l: &Launch,
 ) -> Result<Vec<u32>> {
     use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -232,12 +425,30 @@ pub(crate) fn launch_scans(
     let mut status = k.zeros::<u32>(l.chains.len())?;
     let n = l.chains.len() as u32;
     let (n_scans, n_tables) = (l.scans.len() as u32, l.tables.len() as u32);
+    let sub_bytes = split_bytes();
+    let first = l.split(sub_bytes);
+    let subs = *first.last().unwrap_or(&0);
+    let first_dev = s.clone_htod(&first).map_err(Error::cuda("upload"))?;
+    let sync = k.zeros::<u32>((sync_bytes(subs) / 4).max(1))?;
+    let p = split_params(
+        (
+            k.address(&chains),
+            k.address(&scans),
+            k.address(&tables),
+            k.address(&first_dev),
+            k.address(&sync),
+            k.address(&status),
+        ),
+        (n, n_scans, n_tables, subs),
+        sub_bytes,
+    );
+    queue_split(s, &pk.split, &p)?;
     let cfg = LaunchConfig {
         grid_dim: (n.div_ceil(32), 1, 1),
         block_dim: (32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut b = s.launch_builder(f);
+    let mut b = s.launch_builder(&pk.scans);
     b.arg(&chains);
     b.arg(&n);
     b.arg(&scans);
@@ -259,7 +470,7 @@ pub(crate) fn launch_scans(
 pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
     let p = planned(path, data, max_pixels)?;
     let k = super::launch::AugmentKernels::device0()?;
-    let (scan, _, _) = k.progressive()?;
+    let pk = k.progressive()?;
     let dev_data = k.stream.clone_htod(data).map_err(Error::cuda("upload"))?;
     let mut grids_dev = Vec::new();
     for c in 0..p.comps.len() {
@@ -267,7 +478,7 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
     }
     let coef: Vec<u64> = grids_dev.iter().map(|g| k.address(g)).collect();
     let l = Launch::new(&p, k.address(&dev_data), data.len(), &coef);
-    let status = launch_scans(&k, &scan, &l)?;
+    let status = launch_scans(&k, &pk, &l)?;
     let mut comps = grids(&p);
     for (g, d) in comps.iter_mut().zip(&grids_dev) {
         g.coef = k.download(d)?;

@@ -456,8 +456,11 @@ impl PipelineBuilder {
     /// byte for byte (tests/progressive.rs); what they refuse (incomplete
     /// progressions, CMYK, damaged scans) decodes as the engine's
     /// refusals do. Default false, or true where the environment sets
-    /// `GPUFEED_PROGRESSIVE_GPU=1`: never yet run on a GPU, so hidden
-    /// until one has. The emulated device runs it with the kernels
+    /// `GPUFEED_PROGRESSIVE_GPU=1`. Hidden: correct on an H200
+    /// (2026-11-27) but slow there, since one GPU thread decodes each
+    /// chain of scans and a lane waits for its batch's slowest image
+    /// (~70 ms), so the pipeline ran at a quarter of its speed
+    /// (docs/BENCHMARKS.md). The emulated device runs it with the kernels
     /// compiled for the host.
     #[doc(hidden)]
     pub fn progressive_kernels(mut self, yes: bool) -> Self {
@@ -469,9 +472,11 @@ impl PipelineBuilder {
     /// hardware engine does not take) with the same kernels, at the
     /// progressive lanes, instead of nvJPEG's host phase on the workers,
     /// whose Huffman decoding costs about 1 CPU-ms per image (issue 16,
-    /// item 3c). One GPU thread decodes each image's Huffman data, so
-    /// whether a batch's worth keeps up with the engine only a GPU can
-    /// say (`gpufeed progressive-bench --sequential`). Equal to
+    /// item 3c). With one GPU thread per image a batch of 256 took 49 ms
+    /// on an H200 (2026-11-27), and the pipeline a quarter of its speed;
+    /// the split kernels now decode a scan's 1 KB subsequences on
+    /// threads of their own (`kernels/progressive.cu`), unmeasured on a
+    /// GPU (`gpufeed progressive-bench --sequential`). Equal to
     /// libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
     /// scans) decodes as the engine's refusals do. The automatic share
@@ -479,7 +484,7 @@ impl PipelineBuilder {
     /// does not model it yet: it prices the CUDA share by the workers'
     /// host phases, which these images skip, so pair it with a fixed
     /// share. Default false, or true where the environment sets
-    /// `GPUFEED_SEQUENTIAL_GPU=1`: never yet run on a GPU, so hidden.
+    /// `GPUFEED_SEQUENTIAL_GPU=1`: hidden until a GPU shows it keeps pace.
     #[doc(hidden)]
     pub fn sequential_kernels(mut self, yes: bool) -> Self {
         self.sequential = yes;

@@ -23,6 +23,7 @@ struct GfDim3 { unsigned int x, y, z; };
 // Thread-local: test threads may run emulated launches concurrently.
 static thread_local GfDim3 blockIdx, blockDim, threadIdx;
 
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 static inline unsigned int __float_as_uint(float f) {
     unsigned int u;
     std::memcpy(&u, &f, 4);
@@ -207,6 +208,26 @@ extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const 
         threadIdx.x = i % 32;
         gf_progressive(chains, n, scans, n_scans, tables, n_tables, status);
     }
+}
+
+// The split kernels' four steps over their grids (one thread per
+// subsequence, or per chain for gf_split_check), each step after the last,
+// as the stream orders them on a GPU.
+extern "C" void gf_emu_split(GfSplit p) {
+    blockDim.x = 32;
+    blockDim.y = blockDim.z = 1;
+    blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    auto each = [](unsigned int n, auto&& f) {
+        for (unsigned int t = 0; t < n; ++t) {
+            blockIdx.x = t / 32;
+            threadIdx.x = t % 32;
+            f();
+        }
+    };
+    each(p.n_subs, [&] { gf_split_guess(p); });
+    for (unsigned int r = 0; r < p.rounds; ++r) each(p.n_subs, [&] { gf_split_round(p, r); });
+    each(p.n, [&] { gf_split_check(p); });
+    each(p.n_subs, [&] { gf_split_write(p); });
 }
 
 // gf_idct over ceil(blocks / 64) blocks of 64 threads, one after another.

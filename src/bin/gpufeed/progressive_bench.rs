@@ -5,7 +5,8 @@
 //! `GPUFEED_PROGRESSIVE_GPU=1` (`src/stage/cuda/prog_route.rs`). With
 //! `--sequential`, the baseline and extended sequential files instead:
 //! whether the same kernels could take the CUDA route's share off the
-//! workers' Huffman decoding (issue 16, item 3c; not a route yet).
+//! workers' Huffman decoding (issue 16, item 3c; `GPUFEED_SEQUENTIAL_GPU=1`),
+//! timed unsplit and split into subsequences of several sizes.
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -51,22 +52,27 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
                 "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
                 "faults": r.faults, "sequential": args.sequential,
-                "scan_block": r.scan_block, "scans_ms_by_block": r.scans_ms_by_block,
+                "scan_block": r.scan_block, "sub_bytes": r.sub_bytes,
+                "scans_ms_alone": r.scans_ms_alone,
             })
         );
     } else {
-        let by_block: Vec<String> = r
-            .scans_ms_by_block
+        let alone: Vec<String> = r
+            .scans_ms_alone
             .iter()
-            .map(|(b, ms)| format!("{ms:.2} ms in blocks of {b}"))
+            .map(|&(b, split, ms)| match split {
+                0 => format!("{ms:.2} ms in blocks of {b}"),
+                _ => format!("{ms:.2} ms split by {split} bytes"),
+            })
             .collect();
         println!(
-            "batch {}: scans {:.2} ms (blocks of {}; alone: {}), IDCT {:.2} ms, colour {:.2} ms \
-             (medians of {}): {:.0} img/s; {} faulted",
+            "batch {}: scans {:.2} ms (blocks of {}, split by {} bytes; alone: {}), \
+             IDCT {:.2} ms, colour {:.2} ms (medians of {}): {:.0} img/s; {} faulted",
             r.batch,
             r.scans_ms,
             r.scan_block,
-            by_block.join(", "),
+            r.sub_bytes,
+            alone.join(", "),
             r.idct_ms,
             r.color_ms,
             r.iters,
