@@ -66,9 +66,12 @@ const SEQUENTIAL: Kind = Kind {
     sofs: &["baseline", "ext-seq"],
     skip: None,
 };
-/// On a GPU, without `photos/full`: one thread decodes a sequential
-/// image's Huffman data, seconds for each of those multi-megapixel photos
-/// (the emulated instance checks them).
+/// The route on a GPU, without `photos/full`: its photos are over 1 MP,
+/// which the route leaves to nvJPEG's GPU Huffman decoder, whose pixels
+/// are not libjpeg-turbo's (the emulated instance routes them through
+/// the kernels). The coefficient and pixel tests take them: split into
+/// subsequences (progressive.cu's "Split decoding"), a multi-megapixel
+/// photo is no longer one GPU thread's seconds of work.
 const SEQUENTIAL_GPU: Kind = Kind {
     skip: Some("photos/full/"),
     ..SEQUENTIAL
@@ -139,7 +142,7 @@ fn emu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
 
 fn gpu_sequential_scans_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare(SEQUENTIAL_GPU, &gpu_coef)
+    compare(SEQUENTIAL, &gpu_coef)
 }
 
 #[cfg(feature = "kernel-emu")]
@@ -149,7 +152,7 @@ fn emu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
 
 fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
     common::need_gpu()?;
-    compare_pixels(SEQUENTIAL_GPU, &gpu_rgb)
+    compare_pixels(SEQUENTIAL, &gpu_rgb)
 }
 
 /// The split kernels (progressive.cu's "Split decoding": one thread per
@@ -157,9 +160,10 @@ fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
 /// a guess often has not resynchronised by its subsequence's end, 1024
 /// (the default) and 4096: the same coefficients as libjpeg-turbo over the
 /// sequential corpus, and how many split chains synchronised (the others
-/// decode on one thread, as before). Every imagenet-size photo is split
-/// at each size. On 2026-11-27: 232 of 466, 418 of 443 and 394 of 405,
-/// the photos 101, 160 and 160 of 160.
+/// decode on one thread, as before). Every photo of imagenet-size and
+/// full is split at each size. On 2026-11-27, with 8 rounds: 433 of 466,
+/// 433 of 443 and 400 of 405, the 288 photos 280, 288 and 288 (with 3
+/// rounds: 143, 281 and 288).
 #[cfg(feature = "kernel-emu")]
 fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
     use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
@@ -176,7 +180,8 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
         let decode = |p: &Path, d: &[u8]| {
             let (c, count) = emu_coefficients_split(p, d, MAX_PIXELS, sub_bytes)?;
             add(&all, count);
-            if p.to_string_lossy().contains("photos/imagenet-size/") {
+            let name = p.to_string_lossy();
+            if name.contains("photos/imagenet-size/") || name.contains("photos/full/") {
                 assert_eq!(count.split, 1, "{}: not split", p.display());
                 photos.set(photos.get() + count.synced);
             }
@@ -186,7 +191,7 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
         let a = all.get();
         println!(
             "subsequences of {sub_bytes} bytes: {} of {} split chains synchronised \
-             ({} of them imagenet-size photos)",
+             ({} of them the 288 photos of imagenet-size and full)",
             a.synced,
             a.split,
             photos.get()

@@ -127,8 +127,8 @@ impl Launch {
 /// otherwise), else 1024. Smaller runs more threads per image, each
 /// shorter, but a guess has fewer symbols to resynchronise in before its
 /// subsequence ends (then a round decodes it again, or the image goes to
-/// one thread): on the emulated device every imagenet-size photo
-/// synchronised at 1024 bytes, 101 of 160 at 256 (tests/progressive.rs,
+/// one thread): on the emulated device every photo of imagenet-size and
+/// full synchronised at 1024 bytes, 280 of 288 at 256 (tests/progressive.rs,
 /// `emu_split_scans_equal_libjpeg_turbo`). Unmeasured on a GPU:
 /// `gpufeed progressive-bench --sequential`.
 pub(crate) fn split_bytes() -> u32 {
@@ -139,9 +139,13 @@ pub(crate) fn split_bytes() -> u32 {
         .unwrap_or(1024)
 }
 
-/// Rounds of `gf_split_round`: subsequences whose guess had not
-/// resynchronised by its end, in a row, that a split still mends.
-pub(crate) const SPLIT_ROUNDS: u32 = 3;
+/// Rounds of `gf_split_round`: a guess that had not resynchronised by
+/// its subsequence's end costs two, the next one too. A round in which
+/// nothing changes copies each record once. On the emulated device, at
+/// 1024 bytes, 3 rounds left 7 of `photos/full`'s 128 photos to one
+/// thread each (seconds of GPU time for a multi-megapixel photo), 8
+/// none.
+pub(crate) const SPLIT_ROUNDS: u32 = 8;
 
 impl Launch {
     /// The split kernels' subsequences of the chains as they are now
