@@ -1,3 +1,11 @@
+      # photos/full at the default, with a timeline: at 2406cce the batch
+      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
+      # image; 24 % of images, the progressive photos, on the CUDA route).
+      # The trace's batch-thread spans say on what.
+      if grow_full; then
+        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
+          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
+      fi
 #!/usr/bin/env bash
 # GPU checks for gpufeed, from a bundle built by scripts/gpu-bundle.sh.
 # Run from a checkout of the repository (data/sample, benches/peers):
@@ -377,6 +385,16 @@ for phase in "${phases[@]}"; do
       grow_data
       pool_sweep base
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
+      # photos/full at the default: the batch thread ran nvJPEG's GPU
+      # Huffman device phases one image after another (845 img/s, 98 %
+      # busy, at 2406cce); with the sequential route the lanes' split
+      # kernels take those images instead.
+      if grow_full; then
+        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
+          --dtype f16 --epochs 3 --json
+        GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1 step bench-cuda-full-sequential-gpu 90 \
+          "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --json
+      fi
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json

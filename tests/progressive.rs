@@ -66,10 +66,9 @@ const SEQUENTIAL: Kind = Kind {
     sofs: &["baseline", "ext-seq"],
     skip: None,
 };
-/// The route on a GPU, without `photos/full`: its photos are over 1 MP,
-/// which the route leaves to nvJPEG's GPU Huffman decoder, whose pixels
-/// are not libjpeg-turbo's (the emulated instance routes them through
-/// the kernels). The coefficient and pixel tests take them: split into
+/// The route on a GPU, without `photos/full` (as the route test leaves
+/// it out on every device: minutes emulated). The coefficient and pixel
+/// tests take them: split into
 /// subsequences (progressive.cu's "Split decoding"), a multi-megapixel
 /// photo is no longer one GPU thread's seconds of work.
 const SEQUENTIAL_GPU: Kind = Kind {
@@ -240,9 +239,8 @@ fn gpu_sequential_route_equals_the_cpu_backend() -> Outcome {
 /// a whole pipeline, against the CPU backend with libjpeg-turbo: the same
 /// samples, labels, skips and pixels, two epochs. For `SEQUENTIAL`, the
 /// sequential files through `sequential_kernels`, the same way, with no
-/// engine share, so that every file under 1 MP goes to the kernels first
-/// (on CUDA the engine's pixels are not libjpeg-turbo's; larger files go
-/// to nvJPEG's GPU Huffman decoder).
+/// engine share, so that every file goes to the kernels first (on CUDA
+/// the engine's pixels are not libjpeg-turbo's).
 ///
 /// * Emulated (bit for bit): every progressive file of the corpus but
 ///   `photos/full` (minutes emulated), damaged, incomplete and CMYK ones
@@ -260,7 +258,7 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     let root = common::corpus()?;
     let emulated = device != gpufeed::Device::Cuda(0);
     let sequential = kind.sequential;
-    let most = if sequential { 999_999 } else { 2_000_000 };
+    let most = 2_000_000;
     let mut samples = Vec::new();
     let mut taken = 0;
     for (name, path, data) in files(&root, kind) {

@@ -468,11 +468,13 @@ impl PipelineBuilder {
         self
     }
 
-    /// Decode the CUDA route's sequential JPEGs under 1 MP (the share the
-    /// hardware engine does not take) with the same kernels, at the
-    /// progressive lanes, instead of nvJPEG's host phase on the workers,
-    /// whose Huffman decoding costs about 1 CPU-ms per image (issue 16,
-    /// item 3c). With one GPU thread per image a batch of 256 took 49 ms
+    /// Decode the CUDA route's sequential JPEGs (the share the hardware
+    /// engine does not take) with the same kernels, at the progressive
+    /// lanes, instead of nvJPEG: under 1 MP its host phase on the
+    /// workers, whose Huffman decoding costs about 1 CPU-ms per image
+    /// (issue 16, item 3c); from 1 MP its GPU Huffman (4,230 img/s when
+    /// given every image on an H200, 2026-11-26; it timed out on the fuzz
+    /// corpus). With one GPU thread per image a batch of 256 took 49 ms
     /// on an H200 (2026-11-27), and the pipeline a quarter of its speed;
     /// the split kernels now decode a scan's 1 KB subsequences on
     /// threads of their own (`kernels/progressive.cu`), unmeasured on a

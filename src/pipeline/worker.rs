@@ -465,10 +465,10 @@ fn process(
             bytes: std::mem::take(buf),
             to_engine,
             mcu: crate::decode::nvjpeg::mcu_size(&header),
-            kernels: shared.worker_decode.as_ref().is_some_and(|w| {
-                let pixels = u64::from(header.width) * u64::from(header.height);
-                w.kernels(header.sof, pixels, to_engine)
-            }),
+            kernels: shared
+                .worker_decode
+                .as_ref()
+                .is_some_and(|w| w.kernels(header.sof, to_engine)),
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

@@ -122,10 +122,11 @@ pub(crate) struct WorkerDecode {
     /// progressive lanes (`stage/cuda/prog_route.rs`), instead of a host
     /// phase here.
     pub(crate) progressive_gpu: bool,
-    /// So do sequential files of the CUDA share under
-    /// [`GPU_HUFFMAN_MIN_PIXELS`](crate::decode::nvjpeg::GPU_HUFFMAN_MIN_PIXELS)
-    /// (issue 16, item 3c: their Huffman decoding is the CUDA route's CPU
-    /// cost), where the route has lanes.
+    /// So do sequential files of the CUDA share, whatever their size
+    /// (issue 16, item 3c: under 1 MP their Huffman decoding is the CUDA
+    /// route's CPU cost; from 1 MP nvJPEG's GPU Huffman decodes them,
+    /// slowly, and timed out on the fuzz corpus; the split kernels make a
+    /// large photo many threads' work), where the route has lanes.
     pub(crate) sequential_gpu: bool,
 }
 
@@ -145,17 +146,13 @@ impl WorkerDecode {
         self.share.route(self.engine, engine_ok, draw)
     }
 
-    /// Whether an image of coding process `sof` and `pixels`, routed to
-    /// the engine or not (`to_engine`), goes to the scan kernels.
-    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, pixels: u64, to_engine: bool) -> bool {
+    /// Whether an image of coding process `sof`, routed to the engine or
+    /// not (`to_engine`), goes to the scan kernels.
+    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, to_engine: bool) -> bool {
         use crate::jpeg::SofKind::{Baseline, Extended, Progressive};
         match sof {
             Progressive => self.progressive_gpu,
-            Baseline | Extended => {
-                self.sequential_gpu
-                    && !to_engine
-                    && pixels < crate::decode::nvjpeg::GPU_HUFFMAN_MIN_PIXELS
-            }
+            Baseline | Extended => self.sequential_gpu && !to_engine,
             _ => false,
         }
     }

@@ -46,9 +46,7 @@ mod window;
 
 pub(crate) use super::Roi;
 pub(crate) use batched::{BatchedDecoder, Dest};
-pub(crate) use decoupled::{
-    DecoderPool, DecoupledDecoder, GPU_HUFFMAN_MIN_PIXELS, Lease, decoder_pool,
-};
+pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease, decoder_pool};
 pub use host::{HostDecoder, Route};
 pub(crate) use meter::{Kind, Ledger, Meter};
 pub(crate) use route::{Share, gpu_routable, hardware_draw};
