@@ -499,8 +499,8 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
 mod tests {
     use super::*;
 
-    #[test]
-    fn longest_chains_launch_first_and_statuses_come_back_in_push_order() {
+    /// The descriptors of a baseline file and its progressive twin.
+    fn two_files() -> Launch {
         let files: [&[u8]; 2] = [
             include_bytes!("../../tests/data/go/video-001.jpeg"),
             include_bytes!("../../tests/data/go/video-001.progressive.jpeg"),
@@ -510,6 +510,31 @@ mod tests {
             let p = plan(f, u64::MAX).unwrap();
             l.push(&p, 0, f.len(), &[0; 4]);
         }
+        l
+    }
+
+    #[test]
+    fn only_long_sequential_scans_without_restarts_are_split() {
+        let mut l = two_files();
+        // The baseline file's one chain: one scan, Ss 0 to Se 63.
+        let seq = l.scans[l.chains[0].first_scan as usize];
+        assert_eq!((l.chains[0].scans, seq.ss, seq.se), (1, 0, 63));
+        let first = l.split(64);
+        assert_eq!(first.len(), l.chains.len() + 1);
+        assert_eq!(first[1], seq.length.div_ceil(64));
+        // The progressive file's chains are not split, nor is anything at
+        // 0 bytes, or at a size that leaves one subsequence.
+        assert!(first[1..].iter().all(|&f| f == first[1]));
+        assert!(l.split(0).iter().all(|&f| f == 0));
+        assert!(l.split(seq.length).iter().all(|&f| f == 0));
+        // A restart interval keeps the chain on one thread.
+        l.scans[l.chains[0].first_scan as usize].restart = 4;
+        assert!(l.split(64).iter().all(|&f| f == 0));
+    }
+
+    #[test]
+    fn longest_chains_launch_first_and_statuses_come_back_in_push_order() {
+        let mut l = two_files();
         let pushed = l.chains.clone();
         let work = |l: &Launch, c: &GfChain| -> u64 {
             let s = &l.scans[c.first_scan as usize..][..c.scans as usize];
