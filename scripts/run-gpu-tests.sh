@@ -1,11 +1,3 @@
-      # photos/full at the default, with a timeline: at 2406cce the batch
-      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
-      # image; 24 % of images, the progressive photos, on the CUDA route).
-      # The trace's batch-thread spans say on what.
-      if grow_full; then
-        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
-          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
-      fi
 #!/usr/bin/env bash
 # GPU checks for gpufeed, from a bundle built by scripts/gpu-bundle.sh.
 # Run from a checkout of the repository (data/sample, benches/peers):
@@ -271,6 +263,18 @@ kernel_bench_steps() {
   step kernel-bench-dino 60 "$bin/gpufeed" kernel-bench "$data" --batch 256 --recipe dino
 }
 
+# scan_bench SET [--sequential]: gpufeed's scan kernels on the corpus's
+# photos/SET (progressive-bench: one launch of each per batch of 256),
+# logged as progressive-bench-SET or, sequential, sequential-bench-SET.
+scan_bench() {
+  local set=$1 kind=progressive
+  shift
+  [ "${1:-}" = --sequential ] && kind=sequential
+  [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/$set" ] || return 0
+  step "$kind-bench-$set" 60 "$bin/gpufeed" progressive-bench "$GPUFEED_CORPUS/photos/$set" \
+    "$@" --batch 256 --iters 20
+}
+
 trainers() {
   if [ -x "$bin/test-candle_cuda" ]; then
     step candle-cuda 120 env LD_LIBRARY_PATH="$(cuda_libs)${LD_LIBRARY_PATH:-}" \
@@ -376,24 +380,18 @@ for phase in "${phases[@]}"; do
       # Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       step progressive 150 "$bin/test-progressive" gpu_ --nocapture
-      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
-        step sequential-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
-          "$GPUFEED_CORPUS/photos/imagenet-size" --sequential --batch 256 --iters 20
-        step progressive-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
-          "$GPUFEED_CORPUS/photos/imagenet-size" --batch 256 --iters 20
-      fi
+      scan_bench imagenet-size --sequential
+      scan_bench imagenet-size
       grow_data
       pool_sweep base
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
-      # photos/full at the default: the batch thread ran nvJPEG's GPU
-      # Huffman device phases one image after another (845 img/s, 98 %
-      # busy, at 2406cce); with the sequential route the lanes' split
-      # kernels take those images instead.
+      # photos/full at the default, with a timeline: at 2406cce the batch
+      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
+      # image; 24 % of images, the progressive photos, on the CUDA route).
+      # The trace's batch-thread spans say on what.
       if grow_full; then
-        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
-          --dtype f16 --epochs 3 --json
-        GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1 step bench-cuda-full-sequential-gpu 90 \
-          "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --json
+        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
+          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
       fi
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
@@ -403,10 +401,7 @@ for phase in "${phases[@]}"; do
         gpu_ --test-threads=1 --nocapture
       step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
         --batch 256 --epochs 2 --threads "$(nproc)"
-      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/full" ]; then
-        step progressive-bench-full 60 "$bin/gpufeed" progressive-bench \
-          "$GPUFEED_CORPUS/photos/full" --batch 256 --iters 20
-      fi
+      scan_bench full
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       # The split kernels (session 34) under memcheck: imagenet-size's 160
       # sequential photos, split by 1 KB, one launch of each per file.
@@ -430,19 +425,13 @@ for phase in "${phases[@]}"; do
       # Its speed: one launch of each kernel per batch of 256 progressive
       # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
       # costs the workers' Huffman decoding today.
-      for set in imagenet-size full; do
-        [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/$set" ] || continue
-        step "progressive-bench-$set" 60 "$bin/gpufeed" progressive-bench \
-          "$GPUFEED_CORPUS/photos/$set" --batch 256 --iters 20
-      done
+      scan_bench imagenet-size
+      scan_bench full
       # The same kernels on imagenet-size's 160 sequential photos (session
       # 33; one thread per image): whether they could take the CUDA
       # route's Huffman work, ~1 CPU-ms per image on the workers, off the
       # CPU (issue 16, item 3c) at a rate worth a route.
-      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/imagenet-size" ]; then
-        step sequential-bench-imagenet-size 60 "$bin/gpufeed" progressive-bench \
-          "$GPUFEED_CORPUS/photos/imagenet-size" --sequential --batch 256 --iters 20
-      fi
+      scan_bench imagenet-size --sequential
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       trainers
       grow_data
