@@ -379,20 +379,26 @@ for phase in "${phases[@]}"; do
       # regression tests, the default bench and torchvision's pipeline.
       # Most telling first.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
+      # Session 35: GPU Huffman (GPU_HYBRID) now takes baseline files only.
+      step nvjpeg-gpu-huffman 60 "$bin/test-nvjpeg_decode" gpu_huffman_takes_baseline_files_only \
+        --nocapture
+      # photos/full at the default, with a timeline: at 2406cce the batch
+      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
+      # image; 24 % of images, the progressive photos, on the CUDA route,
+      # 33 of the 41 of >= 1 MP, which GPU_HYBRID took then). Whether the
+      # batch thread is free now, beside torchvision in the same call
+      # (issue 16: >= 3x), and the trace's spans say on what not.
+      full_steps
+      if grow_full; then
+        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
+          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
+      fi
       step progressive 150 "$bin/test-progressive" gpu_ --nocapture
       scan_bench imagenet-size --sequential
       scan_bench imagenet-size
       grow_data
       pool_sweep base
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
-      # photos/full at the default, with a timeline: at 2406cce the batch
-      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
-      # image; 24 % of images, the progressive photos, on the CUDA route).
-      # The trace's batch-thread spans say on what.
-      if grow_full; then
-        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
-          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
-      fi
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json

@@ -28,6 +28,7 @@ common::tests!(
     nvjpeg_routes_survive_the_fuzz_corpus,
     damaged_files_are_told_apart,
     nvjpeg_route_is_independent_of_thread_counts,
+    gpu_huffman_takes_baseline_files_only,
 );
 
 fn need_gpu() -> Outcome {
@@ -525,6 +526,59 @@ fn nvjpeg_route_is_independent_of_thread_counts() -> Outcome {
                 "share {share}, batch {b}: pixels depend on the worker count"
             );
         }
+    }
+    Ok(())
+}
+
+/// The decoupled route's GPU Huffman (`GPU_HYBRID`) takes baseline images
+/// of 1 MP and more and never a progressive one, whose Huffman decoding
+/// it would run on the CPU in the device phase, the batch thread's
+/// (`photos/full`, H200, 2026-11-27: ~4.8 CPU-ms per CUDA-route image
+/// there). Every decode still matches the CPU decoder.
+fn gpu_huffman_takes_baseline_files_only() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
+    let mut dec = nvjpeg::HostDecoder::new(Route::CudaDecoupled)
+        .unwrap_or_else(|e| panic!("decoupled nvJPEG decoder: {e}"));
+    let mut cpu = CpuDecoder::new(false);
+    let mut checker = Checker::new();
+    let (mut progressive, mut baseline_gpu, mut baseline) = (0, 0, 0);
+    for f in files(&corpus, "photos") {
+        let bytes = std::fs::read(&f).unwrap();
+        let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
+            continue;
+        };
+        if !nvjpeg::takes(&h) || h.pixels() < 1_000_000 {
+            continue;
+        }
+        let got = dec
+            .decode(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let mut want = Image::default();
+        cpu.decode(&bytes, &h, &mut want).unwrap();
+        checker.check(&got, &want, &f.display().to_string(), false);
+        if h.sof == gpufeed::jpeg::SofKind::Progressive {
+            progressive += 1;
+            assert!(
+                !dec.gpu_huffman(),
+                "{}: a progressive file went to GPU Huffman",
+                f.display()
+            );
+        } else {
+            baseline += 1;
+            baseline_gpu += usize::from(dec.gpu_huffman());
+        }
+    }
+    println!(
+        "photos of >= 1 MP: {progressive} progressive (CPU Huffman), \
+         {baseline_gpu} of {baseline} baseline on GPU Huffman"
+    );
+    assert!(checker.bad.is_empty(), "{}", checker.bad.join("\n"));
+    if progressive == 0 {
+        return Err(common::not_run(
+            "GPUFEED_REQUIRE_CORPUS",
+            "no progressive photo of 1 MP or more in the corpus",
+        ));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //!                                                       colour, on the stream)
 //! ```
 //!
-//! Images of at least [`GPU_HUFFMAN_MIN_PIXELS`] that the
+//! Baseline images of at least [`GPU_HUFFMAN_MIN_PIXELS`] that the
 //! `NVJPEG_BACKEND_GPU_HYBRID` decoder takes are Huffman-decoded on the GPU
 //! instead; the rest by `NVJPEG_BACKEND_HYBRID` on this thread. (The
 //! batched API's GPU Huffman crashed on fuzzed files, `BatchedDecoder::new`;
@@ -230,6 +230,27 @@ impl Backend {
     }
 }
 
+/// Whether the parsed stream `js` is baseline DCT, the only coding
+/// process `GPU_HYBRID` Huffman-decodes on the GPU. nvJPEG's support query
+/// passes progressive files too; nvImageCodec asks it for baseline files
+/// only ("gpu hybrid is not supported for progressive", its CUDA decoder).
+/// On an H200 (2026-11-27, `photos/full`, commit 2406cce) the pipeline's
+/// batch thread, which runs the device phases, spent ~4.8 CPU-ms per
+/// CUDA-route image; that route had only the set's 41 progressive photos,
+/// 33 of them of 1 MP or more, and on `photos/imagenet-size` (progressive
+/// photos all under 1 MP) it spent almost nothing. The reading, not yet
+/// measured apart: `GPU_HYBRID` accepts those 33 and Huffman-decodes them
+/// on the CPU in a later phase, on the batch thread, instead of the
+/// workers' host phase. An unknown encoding (the query failed) is not
+/// baseline.
+fn baseline(h: &Handle, js: sys::nvjpegJpegStream_t) -> bool {
+    let mut enc = sys::nvjpegJpegEncoding_t::NVJPEG_ENCODING_UNKNOWN;
+    let out: *mut sys::nvjpegJpegEncoding_t = &mut enc;
+    // `js` holds the stream parsed just before; `out` lives for the call.
+    call!(&h.lib, nvjpegJpegStreamGetJpegEncoding(js, out)).is_ok()
+        && enc == sys::nvjpegJpegEncoding_t::NVJPEG_ENCODING_BASELINE_DCT
+}
+
 /// A decoupled decoder: CPU Huffman (`HYBRID`) with GPU Huffman
 /// (`GPU_HYBRID`) for large images. Its two halves may run on different
 /// threads, one after the other: [`host`](Self::host) on a pipeline
@@ -249,6 +270,8 @@ pub(crate) struct DecoupledDecoder {
     /// The image whose host phase ran and whose device phase has not:
     /// which backend took it.
     staged: Option<bool>,
+    /// Whether the last host phase chose GPU Huffman decoding.
+    last_gpu: bool,
     device: DeviceBuffer,
     stream: JpegStream,
     params: DecodeParams,
@@ -330,6 +353,7 @@ impl DecoupledDecoder {
             pinned_used: vec![false; buffers],
             next: 0,
             staged: None,
+            last_gpu: false,
             device: DeviceBuffer::new(&handle)?,
             stream: JpegStream::new(&handle)?,
             params,
@@ -423,6 +447,7 @@ impl DecoupledDecoder {
     /// device phase yet is dropped.
     pub(crate) fn host(&mut self, data: &[u8], pixels: u64, roi: Option<Roi>) -> Result<()> {
         self.staged = None;
+        self.last_gpu = false;
         // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
         // allocation must land in this decoder's context, whatever thread
         // this is.
@@ -441,7 +466,7 @@ impl DecoupledDecoder {
         self.params.set_roi(roi)?;
         let params = self.params.raw;
         let gpu = match &self.gpu_huffman {
-            Some(g) if pixels >= gpu_huffman_min_pixels() => {
+            Some(g) if pixels >= gpu_huffman_min_pixels() && baseline(h, js) => {
                 let mut unsupported: std::ffi::c_int = 1;
                 let out: *mut std::ffi::c_int = &mut unsupported;
                 // Decoder, parsed stream and params are live; 0 means the
@@ -488,7 +513,14 @@ impl DecoupledDecoder {
         call!(&h.lib, nvjpegDecodeJpegHost(h.raw, dec, state, params, js))?;
         self.note_sizes(Some(k));
         self.staged = Some(gpu);
+        self.last_gpu = gpu;
         Ok(())
+    }
+
+    /// Whether the last [`host`](Self::host) phase left the image's
+    /// Huffman decoding to the GPU (`GPU_HYBRID`).
+    pub(crate) fn last_gpu_huffman(&self) -> bool {
+        self.last_gpu
     }
 
     /// The rest of the image whose [`host`](Self::host) phase ran: copy to

@@ -86,6 +86,16 @@ impl HostDecoder {
         self.run(data, Some(Roi { x, y, w, h }))
     }
 
+    /// Whether the last decode's Huffman decoding ran on the GPU (the
+    /// decoupled route's `GPU_HYBRID` decoder, for baseline images of 1 MP
+    /// and more); `false` on the other routes.
+    pub fn gpu_huffman(&self) -> bool {
+        match &self.dec {
+            Inner::Decoupled(d) => d.last_gpu_huffman(),
+            Inner::Batched(_) => false,
+        }
+    }
+
     fn run(&mut self, data: &[u8], want: Option<Roi>) -> Result<crate::decode::Image> {
         let header = crate::jpeg::parse_header(data, crate::jpeg::DEFAULT_MAX_PIXELS)
             .map_err(|e| Error::Device(format!("header: {e}")))?;
