@@ -176,6 +176,7 @@ fn rrc_f32(t: Target) {
         if t.gpu_decode { s.samples } else { 0 },
         "{s:?}"
     );
+    assert!(s.decoded_cuda_batch_thread <= s.decoded_cuda, "{s:?}");
     if t.gpu_decode && t.device != Device::Cuda(0) {
         // The emulated device counts what the workers began as CUDA and
         // what its engine lanes decoded as hardware: both halves ran.

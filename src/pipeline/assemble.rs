@@ -305,6 +305,7 @@ impl<'a> Assembly<'a> {
         let k = &self.p.shared.counters;
         Counters::add(&k.decoded_hardware, c.hardware);
         Counters::add(&k.decoded_cuda, c.cuda);
+        Counters::add(&k.decoded_cuda_batch_thread, c.cuda_batch_thread);
         Counters::add(&k.decoded_cpu_fallback, c.cpu);
         Counters::add(&k.decoded_progressive, c.progressive);
     }

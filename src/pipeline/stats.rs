@@ -19,6 +19,7 @@ pub(crate) struct Counters {
     pub(crate) host_augmented: AtomicU64,
     pub(crate) decoded_hardware: AtomicU64,
     pub(crate) decoded_cuda: AtomicU64,
+    pub(crate) decoded_cuda_batch_thread: AtomicU64,
     pub(crate) decoded_cpu_fallback: AtomicU64,
     pub(crate) decoded_cpu_window: AtomicU64,
     pub(crate) decoded_progressive: AtomicU64,
@@ -57,6 +58,7 @@ impl Counters {
             host_augmented: self.host_augmented.load(Relaxed),
             decoded_hardware: self.decoded_hardware.load(Relaxed),
             decoded_cuda: self.decoded_cuda.load(Relaxed),
+            decoded_cuda_batch_thread: self.decoded_cuda_batch_thread.load(Relaxed),
             decoded_cpu_fallback: self.decoded_cpu_fallback.load(Relaxed),
             decoded_cpu_window: self.decoded_cpu_window.load(Relaxed),
             decoded_progressive: self.decoded_progressive.load(Relaxed),
@@ -102,6 +104,12 @@ pub struct Stats {
     pub decoded_hardware: u64,
     /// Images decoded by nvJPEG with CUDA.
     pub decoded_cuda: u64,
+    /// Of `decoded_cuda`, the images whose host phase (parsing, CPU
+    /// Huffman decoding) ran on the device stage's own thread rather than
+    /// a worker: those the engine refused, and those no worker decoder
+    /// was free for. A large share means that thread does the workers'
+    /// work (issue 16, item 4).
+    pub decoded_cuda_batch_thread: u64,
     /// nvJPEG-route images that nvJPEG refused, decoded on the CPU: by the
     /// worker whose host phase failed, or by the device stage and uploaded
     /// (the emulated device counts its batch thread's decodes here and

@@ -231,6 +231,8 @@ impl std::fmt::Debug for NvRoute {
 pub(crate) struct RouteCounts {
     pub(crate) hardware: u64,
     pub(crate) cuda: u64,
+    /// Of `cuda`, those whose host phase ran on the batch thread.
+    pub(crate) cuda_batch_thread: u64,
     pub(crate) cpu: u64,
     /// Progressive files decoded by gpufeed's kernels.
     pub(crate) progressive: u64,
@@ -458,6 +460,7 @@ impl CudaEngine {
             });
         let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
         counts.cuda += (to_cuda.len() - failed.len()) as u64;
+        counts.cuda_batch_thread += (to_cuda.len() - failed.len()) as u64;
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
             let engine_jobs = to_hw
                 .iter()
@@ -553,6 +556,7 @@ impl CudaEngine {
         let mut failed = std::mem::take(&mut sub.failed);
         let cuda_failed = self.run_cuda(base, &sub.jobs, &retry, &mut route.cuda);
         counts.cuda += (retry.len() - cuda_failed.len()) as u64;
+        counts.cuda_batch_thread += (retry.len() - cuda_failed.len()) as u64;
         failed.extend(cuda_failed);
         let s = &self.k.stream;
         for k in failed {

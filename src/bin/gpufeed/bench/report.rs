@@ -43,6 +43,7 @@ pub(super) fn row_json(r: &Run) -> Value {
         "limit": r.limit,
         "decoded_hardware": r.stats.decoded_hardware,
         "decoded_cuda": r.stats.decoded_cuda,
+        "decoded_cuda_batch_thread": r.stats.decoded_cuda_batch_thread,
         "decoded_cpu_fallback": r.stats.decoded_cpu_fallback,
         "decoded_cpu_window": r.stats.decoded_cpu_window,
         "decoded_progressive": r.stats.decoded_progressive,
@@ -161,6 +162,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
         out["decoded_progressive"] = json!(stats.decoded_progressive);
+        out["decoded_cuda_batch_thread"] = json!(stats.decoded_cuda_batch_thread);
         // Over the whole run, warm-up included.
         out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
         out["decoder_allocations"] = json!(stats.decoder_allocations);
@@ -286,10 +288,12 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         let nvjpeg = stats.decoded_hardware + stats.decoded_cuda;
         if nvjpeg + stats.decoded_cpu_fallback > 0 {
             println!(
-                "  nvJPEG route: {} on the engine, {} with CUDA ({:.1} % on the engine), {} on \
-                 the CPU after nvJPEG refused them",
+                "  nvJPEG route: {} on the engine, {} with CUDA ({} of them parsed and \
+                 Huffman-decoded on the batch thread; {:.1} % on the engine), {} on the CPU \
+                 after nvJPEG refused them",
                 stats.decoded_hardware,
                 stats.decoded_cuda,
+                stats.decoded_cuda_batch_thread,
                 100.0 * stats.decoded_hardware as f64 / nvjpeg.max(1) as f64,
                 stats.decoded_cpu_fallback
             );
