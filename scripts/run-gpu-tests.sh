@@ -398,6 +398,10 @@ for phase in "${phases[@]}"; do
       scan_bench imagenet-size
       grow_data
       pool_sweep base
+      # Session 35: the decode workers at nice 10, so that the engine lanes'
+      # nvJPEG host work wins a contended CPU (src/sched.rs). Against base:
+      # whether the mix (share 0.5) gets the engine's pace back.
+      pool_sweep worker-nice GPUFEED_WORKER_NICE=10
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \

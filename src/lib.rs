@@ -64,8 +64,9 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 // `unsafe` is allowed only in the FFI modules (src/cuda/, src/decode/nvjpeg/,
-// the turbojpeg and DLPack bindings) and the device stage's CUDA backend
-// (src/stage/cuda.rs), each block with a SAFETY comment.
+// the turbojpeg and DLPack bindings), the device stage's CUDA backend
+// (src/stage/cuda.rs) and the thread priority call (src/sched.rs), each
+// block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 pub mod augment;
@@ -81,6 +82,7 @@ pub mod jpeg;
 pub mod pipeline;
 pub mod reader;
 pub mod sampler;
+mod sched;
 mod sizes;
 pub mod source;
 // The device stage; public only for the CLI's decode benchmark.

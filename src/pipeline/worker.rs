@@ -363,6 +363,7 @@ pub(crate) fn worker_loop(
     done: Sender<Done>,
     mut decoder: CpuDecoder,
 ) {
+    crate::sched::lower_worker_priority();
     let mut scratch = Scratch::default();
     // What this worker's scratch adds to `Shared::scratch_bytes`.
     let mut scratch_held = 0;
