@@ -394,14 +394,24 @@ for phase in "${phases[@]}"; do
           --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
       fi
       step progressive 150 "$bin/test-progressive" gpu_ --nocapture
+      # The split kernels (session 34) under memcheck: the first 24
+      # sequential photos, split by 1 KB, one launch of each per file
+      # (the whole set ran past 150 s under memcheck at 2406cce).
+      if command -v compute-sanitizer >/dev/null; then
+        GPUFEED_TEST_MAX_FILES=24 step sanitizer-memcheck-split 150 compute-sanitizer \
+          --tool memcheck --error-exitcode 1 "$bin/test-progressive" gpu_sequential_scans
+      fi
       scan_bench imagenet-size --sequential
       scan_bench imagenet-size
       grow_data
       pool_sweep base
-      # Session 35: the decode workers at nice 10, so that the engine lanes'
-      # nvJPEG host work wins a contended CPU (src/sched.rs). Against base:
-      # whether the mix (share 0.5) gets the engine's pace back.
+      # Session 35, the mix's slow engine calls (issue 16, item 3), against
+      # base: the decode workers at nice 10, so that the engine lanes'
+      # nvJPEG host work wins a contended CPU (src/sched.rs); the lanes'
+      # streams at the greatest priority, so that their kernels do not
+      # queue behind the CUDA route's (stage/cuda/nvroute.rs).
       pool_sweep worker-nice GPUFEED_WORKER_NICE=10
+      pool_sweep engine-priority GPUFEED_ENGINE_STREAM_PRIORITY=1
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
@@ -413,13 +423,6 @@ for phase in "${phases[@]}"; do
         --batch 256 --epochs 2 --threads "$(nproc)"
       scan_bench full
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
-      # The split kernels (session 34) under memcheck: the first 24
-      # sequential photos, split by 1 KB, one launch of each per file
-      # (the whole set ran past 150 s under memcheck at 2406cce).
-      if command -v compute-sanitizer >/dev/null; then
-        GPUFEED_TEST_MAX_FILES=24 step sanitizer-memcheck-split 150 compute-sanitizer \
-          --tool memcheck --error-exitcode 1 "$bin/test-progressive" gpu_sequential_scans
-      fi
       ;;
     unrun)
       # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,

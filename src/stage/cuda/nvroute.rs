@@ -118,13 +118,36 @@ impl Lane {
         Ok(Lane {
             dec,
             ctx: ctx.clone(),
-            stream: ctx.new_stream().map_err(Error::cuda("engine stream"))?,
+            stream: engine_stream(ctx)?,
             done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
             stats: stats.clone(),
             index,
             gpu,
         })
     }
+}
+
+/// A lane's stream: of the device's greatest priority with
+/// `GPUFEED_ENGINE_STREAM_PRIORITY=1`, else of the default one. A
+/// diagnostic (issue 16, item 3): at an engine share of 0.5 on an H200
+/// (2026-11-27) the engine's calls took about twice as long per image as
+/// at share 1, while the CUDA route's device phases and the batch kernels
+/// ran on the stage's stream; whether the engine calls' own kernels wait
+/// behind those is what a greater priority would show. Where the priority
+/// cannot be had, say so and use a plain stream.
+fn engine_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    if std::env::var("GPUFEED_ENGINE_STREAM_PRIORITY").as_deref() == Ok("1") {
+        let made = ctx
+            .bind_to_thread()
+            .and_then(|()| cudarc::driver::result::stream::get_priority_range())
+            .and_then(|(_, greatest)| ctx.new_stream_with_priority(greatest));
+        match made {
+            Ok(s) => return Ok(s),
+            // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
+            Err(e) => eprintln!("gpufeed: GPUFEED_ENGINE_STREAM_PRIORITY: {e:?}"),
+        }
+    }
+    ctx.new_stream().map_err(Error::cuda("engine stream"))
 }
 
 /// Support queries, one decode call and the wait for its completion, on
