@@ -496,6 +496,17 @@ for phase in "${phases[@]}"; do
       done
       # Issue 20: photos/full at the default, beside torchvision's pipeline.
       full_steps
+      # photos/full at share 0 (session 35): its baseline photos of >= 1 MP
+      # go to nvJPEG's GPU Huffman, whose later phases run on the batch
+      # thread; with GPU Huffman off, the workers Huffman-decode them. The
+      # batch thread's CPU-ms per image and img/s say which pays.
+      if grow_full; then
+        step bench-cuda-full-share0 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
+          --batch 256 --dtype f16 --epochs 2 --hardware-share 0 --json
+        GPUFEED_NVJPEG_GPU_HUFFMAN=0 step bench-cuda-full-share0-cpu-huffman 90 "$bin/gpufeed" \
+          bench "$full_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 \
+          --hardware-share 0 --json
+      fi
       # At 243e3c9 these ran under compute-sanitizer only (passed).
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       if command -v compute-sanitizer >/dev/null; then
