@@ -413,6 +413,15 @@ for phase in "${phases[@]}"; do
       pool_sweep worker-nice GPUFEED_WORKER_NICE=10
       pool_sweep engine-priority GPUFEED_ENGINE_STREAM_PRIORITY=1
       pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
+      # Session 35: a progressive lane's call lasts about its slowest
+      # image's decode on one thread (~70 ms at 2406cce), so more lanes
+      # and batches in flight overlap more of them: at engine share 1, 6
+      # lanes, 3 and 6 batches in flight (the workers then do no Huffman
+      # decoding at all: CPU-ms per image is the other half of the answer).
+      step bench-cuda-progressive-lanes 120 env GPUFEED_PROGRESSIVE_GPU=1 \
+        GPUFEED_PROGRESSIVE_LANES=6 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
+        --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --sweep in-flight=3,6 \
+        --out "$logs/progressive-lanes"
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json

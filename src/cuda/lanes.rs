@@ -24,7 +24,24 @@ pub(crate) const CALL: &str = "engine: decode call";
 pub(crate) const PROGRESSIVE_CALL: &str = "progressive: decode call";
 
 /// Progressive lanes per pipeline (CUDA and emulated).
-pub(crate) const PROGRESSIVE_LANES: usize = 2;
+const PROGRESSIVE_LANES: usize = 2;
+
+/// [`PROGRESSIVE_LANES`], unless `GPUFEED_PROGRESSIVE_LANES` (1-16) says
+/// otherwise: a diagnostic (issue 16, item 3c). On an H200 (2026-11-27)
+/// a progressive lane's call lasted about as long as its slowest image's
+/// decode on one GPU thread (~70 ms), whatever the images in it, and the
+/// kernel routes ran the pipeline at ~3,500 img/s: with more lanes and
+/// more batches in flight, more such calls overlap.
+pub(crate) fn progressive_lanes() -> usize {
+    static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LANES.get_or_init(|| {
+        std::env::var("GPUFEED_PROGRESSIVE_LANES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| (1..=16).contains(n))
+            .unwrap_or(PROGRESSIVE_LANES)
+    })
+}
 
 /// `run`, reporting each call to `observe` when there is one.
 pub(crate) fn observed<S, Q, A>(

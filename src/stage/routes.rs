@@ -115,7 +115,7 @@ pub(super) fn make(
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
                 let prog = if cfg.progressive || cfg.sequential {
-                    let states = (0..crate::cuda::lanes::PROGRESSIVE_LANES)
+                    let states = (0..crate::cuda::lanes::progressive_lanes())
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,

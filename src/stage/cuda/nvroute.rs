@@ -331,11 +331,12 @@ impl NvRoute {
         })
     }
 
-    /// Send progressive files to two progressive lanes on `engine`'s
-    /// device (`prog_route.rs`), their buffers counted in `ledger`, their
-    /// calls reported to `observe` (the timeline); where the kernels
-    /// cannot be made, say why and go on without them (the workers then
-    /// decode those files' Huffman codes, as before).
+    /// Send progressive files to the progressive lanes (two, or
+    /// `GPUFEED_PROGRESSIVE_LANES`) on `engine`'s device (`prog_route.rs`),
+    /// their buffers counted in `ledger`, their calls reported to
+    /// `observe` (the timeline); where the kernels cannot be made, say why
+    /// and go on without them (the workers then decode those files'
+    /// Huffman codes, as before).
     pub(crate) fn add_progressive(
         &mut self,
         engine: &CudaEngine,
@@ -346,7 +347,7 @@ impl NvRoute {
             prog_route::lanes(
                 &engine.k.ctx,
                 k,
-                crate::cuda::lanes::PROGRESSIVE_LANES,
+                crate::cuda::lanes::progressive_lanes(),
                 ledger,
                 observe,
             )
