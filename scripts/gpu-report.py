@@ -4,13 +4,15 @@ unpacked) into one screen per part: the steps' verdicts, every bench run
 and sweep with the columns issue 16 reads (img/s, CPU-ms per image by
 thread, nvJPEG's driver allocations and pinned-buffer waits in the steady
 epochs, the limit), the CUPTI summaries' thread groups, and nvidia-smi's
-load of the hardware JPEG engine.
+load of the hardware JPEG engine, and each timeline's spans summed
+(benches/trace/trace_summary.py).
 
     scripts/gpu-report.py LOGS
 """
 import glob
 import json
 import os
+import subprocess
 import sys
 
 THREADS = ["readers", "workers", "engine lanes", "progressive lanes", "batch thread", "consumer", "other"]
@@ -49,8 +51,11 @@ def row(name, r):
     hw, cuda = r.get("decoded_hardware", 0), r.get("decoded_cuda", 0)
     engine = f"{100 * hw / (hw + cuda):.0f}%" if hw + cuda else ""
     prog = r.get("decoded_progressive", 0) or ""
+    # CUDA-route images whose host phase ran on the batch thread (session 35).
+    own = r.get("decoded_cuda_batch_thread", "")
     return (f"  {name:<44.44} {r['img_per_s']:>9.0f} {r.get('cpu_s_per_1000_images', 0):>6.3f}"
-            f"  {threads:<35} {allocs!s:>6} {wait!s:>6} {engine:>5} {prog!s:>6}  {r.get('limit', '')}")
+            f"  {threads:<35} {allocs!s:>6} {wait!s:>6} {engine:>5} {prog!s:>6} {own!s:>6}"
+            f"  {r.get('limit', '')}")
 
 
 def main():
@@ -63,7 +68,8 @@ def main():
         print(f"== {os.path.relpath(s, logs)}")
         print(open(s, errors="replace").read().rstrip())
     print("\n== bench runs: img/s, CPU-ms per image (all threads, then "
-          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, files on the scan kernels, limit")
+          + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, files on the scan kernels, "
+          "CUDA-route host phases on the batch thread, limit")
     files = sorted(glob.glob(os.path.join(logs, "*.json")) + glob.glob(os.path.join(logs, "*.log")))
     for f in files:
         base = os.path.basename(f)
@@ -99,6 +105,15 @@ def main():
                         out.append(int(vals[key]))
         if jpg:
             print(f"\n== {os.path.basename(f)}: jpg % each second {jpg}; sm % {sm}")
+
+
+    # The timelines, summed by thread kind and span (trace_summary.py).
+    summary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benches", "trace",
+                           "trace_summary.py")
+    for f in sorted(glob.glob(os.path.join(logs, "trace-*.json"))):
+        print()
+        sys.stdout.flush()
+        subprocess.run([sys.executable, summary, f], check=False)
 
 
 if __name__ == "__main__":

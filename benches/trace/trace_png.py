@@ -32,6 +32,8 @@ COLOURS = {
     "device: collect decodes": "#e6550d",
     "device: copies and launches": "#a63603",
     "engine: decode call": "#74c476",
+    "engine: support queries": "#c7e9c0",
+    "engine: batched call (host)": "#006d2c",
     "engine decode": "#31a354",
     "copies and kernels": "#756bb1",
     "trainer waits": "#d9d9d9",

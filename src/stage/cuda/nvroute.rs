@@ -150,6 +150,27 @@ fn engine_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.new_stream().map_err(Error::cuda("engine stream"))
 }
 
+/// The timeline's names for a lane call's host parts (issue 16, item 4:
+/// the lanes' ~0.1 CPU-ms per image is nvJPEG's host work, and these say
+/// whether the support queries or the batched call spend it); the rest of
+/// a call is the blocking wait for its completion.
+const SUPPORT_SPAN: &str = "engine: support queries";
+const SUBMIT_SPAN: &str = "engine: batched call (host)";
+
+impl Lane {
+    /// With a timeline, a span on this lane's thread from `start` to now.
+    fn host_span(&self, name: &'static str, start: std::time::Instant) {
+        if let Some((t, _, _)) = &self.gpu {
+            (t.observe())(crate::cuda::timeline::Seen {
+                track: None,
+                name,
+                start,
+                end: std::time::Instant::now(),
+            });
+        }
+    }
+}
+
 /// Support queries, one decode call and the wait for its completion, on
 /// the lane's thread (issue 16, items 1 and 3b).
 fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
@@ -157,6 +178,7 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
     if lane.ctx.bind_to_thread().is_ok() {
         let mut ks = Vec::with_capacity(jobs.len());
         let mut rois = Vec::with_capacity(jobs.len());
+        let queried = std::time::Instant::now();
         for (k, j) in jobs.iter().enumerate() {
             if let Some(w) = lane.dec.hardware_support(&j.bytes, j.window) {
                 taken[k] = Some(w);
@@ -164,6 +186,7 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
                 rois.push(w);
             }
         }
+        lane.host_span(SUPPORT_SPAN, queried);
         if !ks.is_empty() {
             let mut by_order: Vec<usize> = (0..ks.len()).collect();
             by_order.sort_by_key(|&i| jobs[ks[i]].order);
@@ -182,6 +205,7 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
                 // Only the timeline reads it: a failure loses a span.
                 let _ = began.record(&lane.stream);
             }
+            let called = std::time::Instant::now();
             // SAFETY: each destination lies in a decode arena with room for
             // the whole image (so for any window of it; checked by
             // `submit_jpegs`), which the batch thread keeps until this
@@ -191,17 +215,19 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
             let r = unsafe {
                 lane.dec
                     .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
-            }
-            .and_then(|()| {
-                lane.done
-                    .record(&lane.stream)
-                    .map_err(Error::cuda("record"))
-            })
-            .and_then(|()| {
-                lane.done
-                    .synchronize()
-                    .map_err(Error::cuda("wait for the engine"))
-            });
+            };
+            lane.host_span(SUBMIT_SPAN, called);
+            let r = r
+                .and_then(|()| {
+                    lane.done
+                        .record(&lane.stream)
+                        .map_err(Error::cuda("record"))
+                })
+                .and_then(|()| {
+                    lane.done
+                        .synchronize()
+                        .map_err(Error::cuda("wait for the engine"))
+                });
             if let (Ok(()), Some((t, began, track))) = (&r, &lane.gpu) {
                 t.span(track, "engine decode", began, &lane.done);
             }
