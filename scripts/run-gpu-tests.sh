@@ -425,11 +425,11 @@ for phase in "${phases[@]}"; do
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 2 --threads "$(nproc)"
       pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
       GPUFEED_PROGRESSIVE_GPU=1 step device-stage-progressive-gpu 150 "$bin/test-device_stage" \
         gpu_ --test-threads=1 --nocapture
-      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
-        --batch 256 --epochs 2 --threads "$(nproc)"
       scan_bench full
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       ;;
