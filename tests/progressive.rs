@@ -439,10 +439,9 @@ fn compare_pixels(kind: Kind, decode: DecodeRgb) -> Outcome {
 /// path, bytes.
 ///
 /// `GPUFEED_TEST_MAX_FILES=N` keeps the first N photos (`photos/`) where
-/// `capped` (the comparisons, not the routes): the
-/// sanitizer runs of the
-/// GPU instances, where every launch is instrumented and the whole set
-/// outlasts its step (memcheck over `gpu_pixels` ran past 150 s on an
+/// `capped` (the comparisons, not the routes): for the sanitizer runs of
+/// the GPU instances, where every launch is instrumented and the whole
+/// set outlasts its step (memcheck over `gpu_pixels` ran past 150 s on an
 /// H200, 2026-11-27).
 fn files(
     root: &Path,
@@ -459,8 +458,9 @@ fn files(
             if f.len() < 5 || !kind.sofs.contains(&f[4]) {
                 return None;
             }
+            let sampled = most < usize::MAX;
             if kind.skip.is_some_and(|d| f[0].starts_with(d))
-                || (most < usize::MAX && !f[0].starts_with("photos/"))
+                || (sampled && !f[0].starts_with("photos/"))
             {
                 return None;
             }

@@ -287,6 +287,15 @@ pub(crate) struct RouteCounts {
     pub(crate) progressive: u64,
 }
 
+impl RouteCounts {
+    /// `n` images decoded with CUDA whose host phase ran on the batch
+    /// thread ([`CudaEngine::run_cuda`]).
+    fn cuda_here(&mut self, n: usize) {
+        self.cuda += n as u64;
+        self.cuda_batch_thread += n as u64;
+    }
+}
+
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
     /// most `batch` images a call; `timeline` hears of each lane call (its
@@ -509,8 +518,7 @@ impl CudaEngine {
                 l.submit(prog_jobs)
             });
         let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
-        counts.cuda += (to_cuda.len() - failed.len()) as u64;
-        counts.cuda_batch_thread += (to_cuda.len() - failed.len()) as u64;
+        counts.cuda_here(to_cuda.len() - failed.len());
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
             let engine_jobs = to_hw
                 .iter()
@@ -605,8 +613,7 @@ impl CudaEngine {
         let base = self.arena_base(arena);
         let mut failed = std::mem::take(&mut sub.failed);
         let cuda_failed = self.run_cuda(base, &sub.jobs, &retry, &mut route.cuda);
-        counts.cuda += (retry.len() - cuda_failed.len()) as u64;
-        counts.cuda_batch_thread += (retry.len() - cuda_failed.len()) as u64;
+        counts.cuda_here(retry.len() - cuda_failed.len());
         failed.extend(cuda_failed);
         let s = &self.k.stream;
         for k in failed {
