@@ -475,8 +475,8 @@ for phase in "${phases[@]}"; do
       GPUFEED_PROGRESSIVE_GPU=1 step corpus-progressive-gpu 180 "$bin/test-corpus" whole_corpus \
         --nocapture
       # Memcheck over the pixels test, which runs all three progressive
-      # kernels on each progressive photo: the first 12 (every one of them
-      # ran past 150 s at 2406cce).
+      # kernels on each progressive photo: the first 12 (the whole set ran
+      # past 150 s at 2406cce).
       if command -v compute-sanitizer >/dev/null; then
         GPUFEED_TEST_MAX_FILES=12 step sanitizer-memcheck-progressive 150 compute-sanitizer \
           --tool memcheck --error-exitcode 1 "$bin/test-progressive" gpu_pixels
@@ -507,8 +507,9 @@ for phase in "${phases[@]}"; do
       full_steps
       # photos/full at share 0 (session 35): its baseline photos of >= 1 MP
       # go to nvJPEG's GPU Huffman, whose later phases run on the batch
-      # thread; with GPU Huffman off, the workers Huffman-decode them. The
-      # batch thread's CPU-ms per image and img/s say which pays.
+      # thread (their cost there unmeasured); with GPU Huffman off, the
+      # workers Huffman-decode them. The batch thread's CPU-ms per image
+      # and img/s say which pays.
       if grow_full; then
         step bench-cuda-full-share0 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
           --batch 256 --dtype f16 --epochs 2 --hardware-share 0 --json
