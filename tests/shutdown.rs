@@ -120,6 +120,7 @@ fn gpu_two_hundred_create_iterate_drop_cycles() -> common::Outcome {
 /// cycle `n / 2` is the baseline the second half must stay near.
 fn cycles(devices: &[Device], n: usize) {
     let source = Source::image_folder(common::sample_dir()).unwrap();
+    let initial = proc_::threads();
     // One pipeline per device first: the CUDA driver's own threads belong
     // to the process's context, which outlives pipelines (cuda::context),
     // so they are counted in the baseline, not as a leak.
@@ -133,7 +134,10 @@ fn cycles(devices: &[Device], n: usize) {
             .unwrap();
         assert_eq!(p.epoch(0).map(|b| b.unwrap().len()).sum::<usize>(), 28);
     }
-    let threads_before = proc_::threads();
+    // Settled, as the count after the cycles is: the warm-up's joined
+    // threads may still be in the kernel's count a moment after its drop
+    // (CI, 2026-11-27: a baseline of 2 that fell to 1).
+    let threads_before = proc_::threads_settled(initial);
     let (tick, ticks) = mpsc::channel::<usize>();
     let watchdog = std::thread::spawn(move || {
         let mut last = 0;
@@ -224,8 +228,8 @@ fn cycles(devices: &[Device], n: usize) {
             .map(|d| *d / (n / devices.len()) as u32)
             .collect::<Vec<_>>()
     );
-    assert_eq!(
-        threads_after, threads_before,
+    assert!(
+        threads_after <= threads_before,
         "threads leaked: {threads_before} -> {threads_after}"
     );
     assert!(
