@@ -517,8 +517,6 @@ impl CudaEngine {
                     .collect();
                 l.submit(prog_jobs)
             });
-        let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
-        counts.cuda_here(to_cuda.len() - failed.len());
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
             let engine_jobs = to_hw
                 .iter()
@@ -538,6 +536,11 @@ impl CudaEngine {
                 .collect();
             l.submit(engine_jobs)
         });
+        // After the engine's submission, so that the engine decodes while
+        // this thread runs the CUDA share's host phases (issue 16, item 3:
+        // both routes from the start of a batch, not one after the other).
+        let failed = self.run_cuda(base, &jobs, &to_cuda, &mut route.cuda);
+        counts.cuda_here(to_cuda.len() - failed.len());
         Ok(Submitted {
             result: jobs.iter().map(|j| Ok(j.roi)).collect(),
             jobs,
