@@ -418,10 +418,20 @@ for phase in "${phases[@]}"; do
       # and batches in flight overlap more of them: at engine share 1, 6
       # lanes, 3 and 6 batches in flight (the workers then do no Huffman
       # decoding at all: CPU-ms per image is the other half of the answer).
-      step bench-cuda-progressive-lanes 120 env GPUFEED_PROGRESSIVE_GPU=1 \
-        GPUFEED_PROGRESSIVE_LANES=6 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
-        --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --sweep in-flight=3,6 \
-        --out "$logs/progressive-lanes"
+      # Modelled on the emulated device (session 36, a lane call held to
+      # 1 s): img/s ~ (in-flight - 1) x batch / call latency. At 2406cce
+      # the engine was "99 % busy" beside the lanes at 3,500 img/s: the
+      # timeline (of 6 in flight; bench takes no --trace with --sweep) says
+      # whether the engine's calls themselves slow down while the scan
+      # kernels run.
+      for k in 3 6; do
+        trace=()
+        [ "$k" = 6 ] && trace=(--trace "$logs/trace-progressive-lanes.json")
+        step "bench-cuda-progressive-lanes-$k" 75 env GPUFEED_PROGRESSIVE_GPU=1 \
+          GPUFEED_PROGRESSIVE_LANES=6 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
+          --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --batches-in-flight "$k" \
+          --json "${trace[@]}"
+      done
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json

@@ -160,34 +160,51 @@ pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
 /// a row, as the CUDA lanes write it): with the kernels where the plan
 /// takes the file and every chain of its scans decodes, else on the CPU.
 pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuProgReply {
-    jobs.into_iter()
-        .map(|j| {
-            let bytes = j.size.0 as usize * j.size.1 as usize * 3;
-            let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
-            let out = arena
-                .get_mut(j.at..j.at + bytes)
-                .ok_or_else(|| SampleError::Panic("progressive image outside the arena".into()))?;
-            if kernels_decode(&j.bytes, j.size, out) {
-                return Ok(true);
-            }
-            let before = lane.img.data.capacity();
-            let decoded =
-                super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
-            count_growth(
-                &lane.ledger,
-                crate::decode::nvjpeg::Kind::Device,
-                before,
-                lane.img.data.capacity(),
-            );
-            decoded?;
-            out.copy_from_slice(
-                lane.img.data.get(..bytes).ok_or_else(|| {
+    let t0 = std::time::Instant::now();
+    let reply =
+        jobs.into_iter()
+            .map(|j| {
+                let bytes = j.size.0 as usize * j.size.1 as usize * 3;
+                let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
+                let out = arena.get_mut(j.at..j.at + bytes).ok_or_else(|| {
+                    SampleError::Panic("progressive image outside the arena".into())
+                })?;
+                if kernels_decode(&j.bytes, j.size, out) {
+                    return Ok(true);
+                }
+                let before = lane.img.data.capacity();
+                let decoded =
+                    super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
+                count_growth(
+                    &lane.ledger,
+                    crate::decode::nvjpeg::Kind::Device,
+                    before,
+                    lane.img.data.capacity(),
+                );
+                decoded?;
+                out.copy_from_slice(lane.img.data.get(..bytes).ok_or_else(|| {
                     SampleError::Panic("CPU decode smaller than its header".into())
-                })?,
-            );
-            Ok(false)
-        })
-        .collect()
+                })?);
+                Ok(false)
+            })
+            .collect();
+    std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
+    reply
+}
+
+/// How long an emulated progressive lane's call lasts at least:
+/// `GPUFEED_EMU_PROGRESSIVE_LATENCY_MS`, else 0. A diagnostic standing for
+/// a CUDA lane's latency (a call lasts about as long as its slowest
+/// image's decode on one GPU thread: ~70 ms on an H200, 2026-11-27), so
+/// that how the stage overlaps such calls is measured without a GPU.
+fn progressive_latency() -> std::time::Duration {
+    static MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    std::time::Duration::from_millis(*MS.get_or_init(|| {
+        std::env::var("GPUFEED_EMU_PROGRESSIVE_LATENCY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }))
 }
 
 /// Whether the kernels decoded `data` (a `size` image) into `out`: as the
