@@ -355,6 +355,9 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     // their CPU decoder, which alone counts as device memory there.
     let m = dev.memory();
     assert!(m.decoder_device_bytes > 0, "{m:?}");
+    // Their calls' time, which `gpufeed bench` weighs against the other
+    // stages to name the limit.
+    assert!(s.progressive_busy > std::time::Duration::ZERO, "{s:?}");
     if emulated {
         // Both halves of the route ran, and (progressive files) the
         // engine beside them.

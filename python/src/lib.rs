@@ -282,7 +282,8 @@ impl Pipeline {
 
     /// Counters since the pipeline was built, as a dict (samples, batches,
     /// bytes_read, errors by kind, seconds spent per stage and with a
-    /// hardware engine call in flight (`engine_busy_s`) and with the CUDA
+    /// hardware engine call in flight (`engine_busy_s`), with a
+    /// progressive lane call in flight (`progressive_busy_s`), with the CUDA
     /// route's host phases waiting for a pinned buffer
     /// (`decoder_pinned_wait_s`), buffers nvJPEG took from the CUDA driver
     /// (`decoder_allocations`), and `memory`:
@@ -309,6 +310,7 @@ impl Pipeline {
             ("augment_s", s.augment),
             ("wait_s", s.wait),
             ("engine_busy_s", s.engine_busy),
+            ("progressive_busy_s", s.progressive_busy),
             ("decoder_pinned_wait_s", s.decoder_pinned_wait),
         ] {
             d.set_item(name, t.as_secs_f64())?;

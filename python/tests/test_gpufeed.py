@@ -92,6 +92,7 @@ def test_stats():
     assert s["errors"]["corrupt"] == 0
     # No hardware engine on the CPU backend.
     assert s["engine_busy_s"] == 0.0
+    assert s["progressive_busy_s"] == 0.0
     assert s["decoder_allocations"] == 0
     assert s["decoder_pinned_wait_s"] == 0.0
     # The CPU backend holds no pinned or device pools and no nvJPEG; its

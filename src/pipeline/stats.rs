@@ -44,6 +44,7 @@ impl Counters {
         let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Relaxed));
         Stats {
             engine_busy: stage.map(|s| s.engine_busy()).unwrap_or_default(),
+            progressive_busy: stage.map(|s| s.progressive_busy()).unwrap_or_default(),
             decoder_allocations: stage.map_or(0, |s| s.decoder_allocations()),
             decoder_pinned_wait: stage.map(|s| s.pinned_wait()).unwrap_or_default(),
             samples: self.samples.load(Relaxed),
@@ -144,6 +145,12 @@ pub struct Stats {
     /// engine route was (`gpufeed bench` names it as the limit when it is
     /// the busiest stage; issue 16).
     pub engine_busy: Duration,
+    /// Wall time during which at least one progressive lane call was in
+    /// flight (the scan kernels' route, `GPUFEED_PROGRESSIVE_GPU=1`; the
+    /// emulated device's too), as [`engine_busy`](Self::engine_busy) for
+    /// the engine: `gpufeed bench` names these lanes as the limit when
+    /// they are the busiest stage. Zero without them.
+    pub progressive_busy: Duration,
     /// Buffers nvJPEG's decoders took from the CUDA driver (on the
     /// emulated device, buffers its engine lanes grew). Each allocation,
     /// and the free of the buffer it replaces, is a synchronizing driver

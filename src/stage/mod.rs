@@ -116,6 +116,9 @@ pub(crate) struct DeviceStage {
     /// Nanoseconds the workers' nvJPEG host phases waited for their pooled
     /// decoder's last copy (`Stats::decoder_pinned_wait`).
     pinned_wait: Arc<std::sync::atomic::AtomicU64>,
+    /// Time with a progressive lane call in flight
+    /// (`Stats::progressive_busy`).
+    progressive_busy: Arc<crate::cuda::lanes::Busy>,
     /// The pipeline's timeline, for the emulated device's kernels.
     observe: Option<crate::cuda::lanes::Observe>,
     /// Images per engine call while a group fills; 0: one call at its
@@ -177,6 +180,7 @@ impl DeviceStage {
         };
         let route_ledger = Arc::new(Ledger::new(u64::MAX));
         let pinned_wait = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let progressive_busy = Arc::new(crate::cuda::lanes::Busy::default());
         let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let share = Arc::new(if cfg.hardware_share_auto {
             Share::auto(cfg.hardware_share, cfg.workers)
@@ -187,6 +191,7 @@ impl DeviceStage {
             route: route_ledger.clone(),
             pool: pool_ledger.clone(),
             pinned_wait: pinned_wait.clone(),
+            progressive_busy: progressive_busy.clone(),
         };
         let (jpeg, worker_decode) =
             routes::make(&engine, cfg, &share, timeline.as_ref(), &observe, &ledgers)?;
@@ -302,6 +307,7 @@ impl DeviceStage {
             memory,
             decoders: vec![pool_ledger, route_ledger],
             pinned_wait,
+            progressive_busy,
             observe,
             engine_call: cfg.engine_call,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
@@ -432,6 +438,12 @@ impl DeviceStage {
 
     pub(crate) fn engine_busy(&self) -> std::time::Duration {
         self.share.engine_busy().total()
+    }
+
+    /// Wall time with a progressive lane call in flight
+    /// (`Stats::progressive_busy`).
+    pub(crate) fn progressive_busy(&self) -> std::time::Duration {
+        self.progressive_busy.total()
     }
 
     /// Steer the automatic engine share (once a batch, on the batch

@@ -24,6 +24,9 @@ pub(super) struct Ledgers {
     pub(super) pool: Arc<Ledger>,
     /// The pool's host phases' waits for pinned buffers, in nanoseconds.
     pub(super) pinned_wait: Arc<std::sync::atomic::AtomicU64>,
+    /// Time with a progressive lane call in flight
+    /// (`Stats::progressive_busy`).
+    pub(super) progressive_busy: Arc<crate::cuda::lanes::Busy>,
 }
 
 /// The JPEG route of `engine` for `cfg` and what the workers need to take
@@ -51,7 +54,7 @@ pub(super) fn make(
                     Ok(mut r) => {
                         if cfg.progressive || cfg.sequential {
                             let began = Instant::now();
-                            r.add_progressive(e, &ledgers.route, observe.clone());
+                            r.add_progressive(e, ledgers, observe.clone());
                             built(observe, "device: progressive lanes", began);
                         }
                         // One per sample in flight, and the carried
@@ -124,10 +127,14 @@ pub(super) fn make(
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    let run = crate::cuda::lanes::observed_as(
-                        super::emu::emu_progressive,
-                        observe.clone(),
-                        crate::cuda::lanes::PROGRESSIVE_CALL,
+                    let run = crate::cuda::lanes::counted(
+                        crate::cuda::lanes::observed_as(
+                            super::emu::emu_progressive,
+                            observe.clone(),
+                            crate::cuda::lanes::PROGRESSIVE_CALL,
+                        ),
+                        ledgers.progressive_busy.clone(),
+                        Vec::len,
                     );
                     Some(crate::cuda::lanes::Lanes::new(
                         "gpufeed-emu-progressive",

@@ -504,6 +504,15 @@ fn run_one(label: String, args: &Args, source: &Source, bar: bool) -> anyhow::Re
             engine / secs,
         ));
     }
+    // The progressive lanes likewise: at 2406cce on an H200 they held the
+    // pipeline to ~3,500 img/s while this table named the engine.
+    let progressive = d(stats.progressive_busy, steady_start.progressive_busy);
+    if progressive > 0.0 {
+        stages.push((
+            "progressive lanes (a call in flight)".into(),
+            progressive / secs,
+        ));
+    }
     let (name, busy) = stages
         .iter()
         .cloned()

@@ -368,14 +368,15 @@ impl NvRoute {
 
     /// Send progressive files to the progressive lanes (two, or
     /// `GPUFEED_PROGRESSIVE_LANES`) on `engine`'s device (`prog_route.rs`),
-    /// their buffers counted in `ledger`, their calls reported to
-    /// `observe` (the timeline); where the kernels cannot be made, say why
-    /// and go on without them (the workers then decode those files'
-    /// Huffman codes, as before).
-    pub(crate) fn add_progressive(
+    /// their buffers counted in the route's ledger and their calls in
+    /// `ledgers.progressive_busy`, their calls reported to `observe` (the
+    /// timeline); where the kernels cannot be made, say why and go on
+    /// without them (the workers then decode those files' Huffman codes,
+    /// as before).
+    pub(in crate::stage) fn add_progressive(
         &mut self,
         engine: &CudaEngine,
-        ledger: &Arc<crate::decode::nvjpeg::Ledger>,
+        ledgers: &crate::stage::routes::Ledgers,
         observe: Option<crate::cuda::lanes::Observe>,
     ) {
         let made = engine.k.progressive().and_then(|k| {
@@ -383,7 +384,7 @@ impl NvRoute {
                 &engine.k.ctx,
                 k,
                 crate::cuda::lanes::progressive_lanes(),
-                ledger,
+                (&ledgers.route, &ledgers.progressive_busy),
                 observe,
             )
         });

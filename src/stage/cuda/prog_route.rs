@@ -68,7 +68,7 @@ pub(super) fn lanes(
     ctx: &Arc<CudaContext>,
     kernels: ProgressiveKernels,
     lanes: usize,
-    ledger: &Arc<Ledger>,
+    (ledger, busy): (&Arc<Ledger>, &Arc<crate::cuda::lanes::Busy>),
     observe: Option<crate::cuda::lanes::Observe>,
 ) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
     let mut states = Vec::new();
@@ -86,6 +86,7 @@ pub(super) fn lanes(
     }
     let run =
         crate::cuda::lanes::observed_as(run_lane, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
+    let run = crate::cuda::lanes::counted(run, busy.clone(), Vec::len);
     Lanes::new("gpufeed-progressive", states, run)
 }
 

@@ -165,6 +165,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["decoded_cuda_batch_thread"] = json!(stats.decoded_cuda_batch_thread);
         // Over the whole run, warm-up included.
         out["engine_busy_s"] = json!(stats.engine_busy.as_secs_f64());
+        out["progressive_busy_s"] = json!(stats.progressive_busy.as_secs_f64());
         out["decoder_allocations"] = json!(stats.decoder_allocations);
         out["decoder_pinned_wait_s"] = json!(stats.decoder_pinned_wait.as_secs_f64());
         out["decoder_allocations_steady"] = json!(r.steady_allocations);
