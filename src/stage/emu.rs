@@ -161,35 +161,40 @@ pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
 /// takes the file and every chain of its scans decodes, else on the CPU.
 pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuProgReply {
     let t0 = std::time::Instant::now();
-    let reply =
-        jobs.into_iter()
-            .map(|j| {
-                let bytes = j.size.0 as usize * j.size.1 as usize * 3;
-                let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
-                let out = arena.get_mut(j.at..j.at + bytes).ok_or_else(|| {
-                    SampleError::Panic("progressive image outside the arena".into())
-                })?;
-                if kernels_decode(&j.bytes, j.size, out) {
-                    return Ok(true);
-                }
-                let before = lane.img.data.capacity();
-                let decoded =
-                    super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
-                count_growth(
-                    &lane.ledger,
-                    crate::decode::nvjpeg::Kind::Device,
-                    before,
-                    lane.img.data.capacity(),
-                );
-                decoded?;
-                out.copy_from_slice(lane.img.data.get(..bytes).ok_or_else(|| {
-                    SampleError::Panic("CPU decode smaller than its header".into())
-                })?);
-                Ok(false)
-            })
-            .collect();
+    let reply = jobs
+        .into_iter()
+        .map(|j| decode_progressive(lane, j))
+        .collect();
     std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
     reply
+}
+
+/// One job of [`emu_progressive`].
+fn decode_progressive(lane: &mut EmuProgLane, j: EmuJob) -> std::result::Result<bool, SampleError> {
+    let bytes = j.size.0 as usize * j.size.1 as usize * 3;
+    let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
+    let out = arena
+        .get_mut(j.at..j.at + bytes)
+        .ok_or_else(|| SampleError::Panic("progressive image outside the arena".into()))?;
+    if kernels_decode(&j.bytes, j.size, out) {
+        return Ok(true);
+    }
+    let before = lane.img.data.capacity();
+    let decoded = super::handoff::decode_on_cpu(&j.bytes, j.size, &mut lane.cpu, &mut lane.img);
+    count_growth(
+        &lane.ledger,
+        crate::decode::nvjpeg::Kind::Device,
+        before,
+        lane.img.data.capacity(),
+    );
+    decoded?;
+    out.copy_from_slice(
+        lane.img
+            .data
+            .get(..bytes)
+            .ok_or_else(|| SampleError::Panic("CPU decode smaller than its header".into()))?,
+    );
+    Ok(false)
 }
 
 /// How long an emulated progressive lane's call lasts at least:
