@@ -3,9 +3,11 @@
 unpacked) into one screen per part: the steps' verdicts, every bench run
 and sweep with the columns issue 16 reads (img/s, CPU-ms per image by
 thread, nvJPEG's driver allocations and pinned-buffer waits in the steady
-epochs, the limit), the CUPTI summaries' thread groups, and nvidia-smi's
-load of the hardware JPEG engine, and each timeline's spans summed
-(benches/trace/trace_summary.py).
+epochs, the limit), issue 16's targets as those rows read them (best and
+default img/s, CPU-ms at share 1, the mixes against the faster end, the
+ratios to torchvision), the CUPTI summaries' thread groups, and
+nvidia-smi's load of the hardware JPEG engine, and each timeline's spans
+summed (benches/trace/trace_summary.py).
 
     scripts/gpu-report.py LOGS
 """
@@ -58,6 +60,54 @@ def row(name, r):
             f"  {r.get('limit', '')}")
 
 
+def targets(named):
+    """Issue 16's targets read off this run's bench rows: a quick verdict,
+    not the issue's evidence (its numbers need 5,000+ files, one run each
+    here)."""
+    runs = dict(named)
+    out = []
+    # imagenet-size runs: not photos/full's, not the peers', not those
+    # with a diagnostic on (their own rows).
+    plain = {n: r for n, r in runs.items()
+             if n.startswith(("shares ", "shares-base ", "in-flight-engine ", "engine-call "))
+             or n == "bench-cuda"}
+    if plain:
+        best = max(plain, key=lambda n: plain[n]["img_per_s"])
+        b = plain[best]["img_per_s"]
+        out.append(f"  best img/s {b:,.0f} ({best}); 25,000: {'met' if b >= 25000 else 'not met'}")
+        if "bench-cuda" in runs:
+            d = runs["bench-cuda"]["img_per_s"]
+            out.append(f"  default {d:,.0f} (bench-cuda), {100 * d / b:.0f} % of the best: "
+                  f"{'within' if d >= 0.9 * b else 'not within'} 10 %")
+    # The shares sweeps (`lease`'s shares-base, `quick`'s shares, which
+    # also sweeps in-flight): each share's best row.
+    share = {}
+    for n, r in runs.items():
+        if n.startswith(("shares ", "shares-base ")):
+            cfg = dict(kv.split("=", 1) for kv in n.split()[1:] if "=" in kv)
+            k = cfg.get("hardware-share")
+            if k and (k not in share or r["img_per_s"] > share[k]["img_per_s"]):
+                share[k] = r
+    if "1" in share:
+        c = share["1"].get("cpu_s_per_1000_images", 0)
+        out.append(f"  CPU-ms per image at share 1 (shares sweep): {c:.3f}; 0.1: {'met' if c <= 0.1 else 'not met'}")
+    if "0" in share and "1" in share:
+        top = max(share["0"]["img_per_s"], share["1"]["img_per_s"])
+        for k, r in sorted(share.items()):
+            if k not in ("0", "1"):
+                v = r["img_per_s"]
+                out.append(f"  share {k}: {v:,.0f} against the faster end's {top:,.0f}: "
+                      f"{'not slower' if v >= top else 'slower'}")
+    for ours, peer, what in (("bench-cuda", "peer-torchvision", "imagenet-size"),
+                             ("bench-cuda-full", "peer-torchvision-full", "photos/full")):
+        if ours in runs and peer in runs and runs[peer]["img_per_s"] > 0:
+            x = runs[ours]["img_per_s"] / runs[peer]["img_per_s"]
+            out.append(f"  torchvision's GPU pipeline, {what}: {x:.2f}x; 3x: {'met' if x >= 3 else 'not met'}")
+    if out:
+        print("\n== issue 16's targets, as this run's rows read")
+        print("\n".join(out))
+
+
 def main():
     logs = sys.argv[1] if len(sys.argv) > 1 else "gpu-logs"
     commit = os.path.join(logs, "COMMIT")
@@ -71,12 +121,16 @@ def main():
           + ", ".join(THREADS) + "), allocs, pinned wait s, engine's part, files on the scan kernels, "
           "CUDA-route host phases on the batch thread, limit")
     files = sorted(glob.glob(os.path.join(logs, "*.json")) + glob.glob(os.path.join(logs, "*.log")))
+    named = []
     for f in files:
         base = os.path.basename(f)
         if base.startswith(("cupti-", "trace-")):
             continue
         for r in runs_in(f):
-            print(row(f"{os.path.splitext(base)[0]} {r.get('config', '')}".strip(), r))
+            name = f"{os.path.splitext(base)[0]} {r.get('config', '')}".strip()
+            named.append((name, r))
+            print(row(name, r))
+    targets(named)
     for f in sorted(glob.glob(os.path.join(logs, "cupti-share-*.txt"))):
         print(f"\n== {os.path.basename(f)}: each thread group's share in CUDA calls, top 5 calls")
         left = 0
