@@ -384,7 +384,8 @@ impl NvRoute {
                 &engine.k.ctx,
                 k,
                 crate::cuda::lanes::progressive_lanes(),
-                (&ledgers.route, &ledgers.progressive_busy),
+                &ledgers.route,
+                &ledgers.progressive_busy,
                 observe,
             )
         });

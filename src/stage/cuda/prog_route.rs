@@ -63,12 +63,14 @@ impl Drop for ProgLane {
 }
 
 /// `lanes` lanes on `ctx` with `kernels`, their buffers counted in
-/// `ledger`, each call reported to `observe` (the timeline).
+/// `ledger`, their calls' time in `busy`, each call reported to `observe`
+/// (the timeline).
 pub(super) fn lanes(
     ctx: &Arc<CudaContext>,
     kernels: ProgressiveKernels,
     lanes: usize,
-    (ledger, busy): (&Arc<Ledger>, &Arc<crate::cuda::lanes::Busy>),
+    ledger: &Arc<Ledger>,
+    busy: &Arc<crate::cuda::lanes::Busy>,
     observe: Option<crate::cuda::lanes::Observe>,
 ) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
     let mut states = Vec::new();
