@@ -5,13 +5,18 @@
 //!
 //! The pipeline lives on a thread of its own: an epoch borrows the Rust
 //! pipeline for as long as it runs, which a Python iterator object cannot
-//! hold, so the thread iterates and hands each batch over a rendezvous
-//! channel. Dropping the Python epoch (or breaking out of the loop) closes
-//! the channel, and the thread drops the Rust epoch, which cancels its work.
+//! hold, so the thread iterates and hands each batch over a channel. It
+//! asks the Rust epoch for a batch only when Python's `__next__` asks for
+//! one, as a Rust trainer would: a thread that ran one batch ahead held a
+//! device slot more than the trainer sees, and a trainer that kept one
+//! batch (`prefetch=2`: three slots) found them all lent while it held
+//! two (`Error::SlotsHeld`). Dropping the Python epoch (or breaking out of
+//! the loop, or starting the next epoch) closes the channels, and the
+//! thread drops the Rust epoch, which cancels its work.
 
 use std::ffi::{CStr, c_void};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use gpufeed::interop::dlpack::{Dlpack, Part, SharedBatch};
@@ -33,15 +38,35 @@ fn err(e: gpufeed::Error) -> PyErr {
 
 /// What the pipeline thread is asked to do.
 enum Command {
-    /// Run an epoch from a position, sending batches (or the error) here.
-    Epoch(u64, usize, Sender<gpufeed::Result<gpufeed::Batch>>),
+    /// Run an epoch from a position: for each message on the first
+    /// channel, the next batch (or the error) on the second.
+    Epoch(
+        u64,
+        usize,
+        Receiver<()>,
+        Sender<gpufeed::Result<gpufeed::Batch>>,
+    ),
 }
+
+/// Python's ends of a running epoch's channels: asking for a batch, and
+/// receiving it. Dropped, they end the epoch on the pipeline thread.
+struct Channels {
+    asks: Sender<()>,
+    batches: Receiver<gpufeed::Result<gpufeed::Batch>>,
+}
+
+/// An epoch's channels, shared by its Python object and the pipeline,
+/// which closes them when the next epoch starts.
+type EpochChannels = Arc<Mutex<Option<Channels>>>;
 
 /// A running gpufeed pipeline.
 #[pyclass(module = "gpufeed._gpufeed")]
 struct Pipeline {
     commands: Mutex<Option<Sender<Command>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The latest epoch's channels: an epoch still open when the next one
+    /// starts would keep the thread waiting on it.
+    current: Mutex<Option<EpochChannels>>,
     batches_per_epoch: usize,
     samples: usize,
     /// Reads the counters without the pipeline's thread, which is busy
@@ -54,6 +79,8 @@ fn parse_device(s: &str) -> PyResult<Device> {
         "cpu" => Device::Cpu,
         "auto" => Device::Auto,
         "cuda" => Device::Cuda(0),
+        #[cfg(feature = "kernel-emu")]
+        "emulated" => Device::Emulated,
         _ => match s.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
             Some(n) => Device::Cuda(n),
             None => {
@@ -235,8 +262,12 @@ impl Pipeline {
         let thread = std::thread::Builder::new()
             .name("gpufeed-python".into())
             .spawn(move || {
-                while let Ok(Command::Epoch(e, pos, out)) = rx.recv() {
-                    for b in p.epoch_from(e, pos) {
+                while let Ok(Command::Epoch(e, pos, asks, out)) = rx.recv() {
+                    let mut batches = p.epoch_from(e, pos);
+                    while asks.recv().is_ok() {
+                        // The end of the epoch drops `out`: Python's
+                        // receive then ends the iteration.
+                        let Some(b) = batches.next() else { break };
                         if out.send(b).is_err() {
                             break;
                         }
@@ -247,6 +278,7 @@ impl Pipeline {
         Ok(Pipeline {
             commands: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            current: Mutex::new(None),
             batches_per_epoch,
             samples,
             monitor,
@@ -256,17 +288,31 @@ impl Pipeline {
     /// The batches of `epoch` (from `position`, a value of a batch's
     /// `resume_position`): an iterator of `(images, labels)`.
     #[pyo3(signature = (epoch, position=0))]
+    /// Starting an epoch ends the previous one, if it is still open: its
+    /// iterator then ends early.
     fn epoch(&self, py: Python<'_>, epoch: u64, position: usize) -> PyResult<Epoch> {
-        let (tx, rx) = bounded(0);
+        let (asks, asked) = bounded(1);
+        let (tx, rx) = bounded(1);
         let guard = self.commands.lock().unwrap_or_else(|e| e.into_inner());
         let commands = guard
             .as_ref()
             .ok_or_else(|| Error::new_err("the pipeline is closed"))?;
-        py.detach(|| commands.send(Command::Epoch(epoch, position, tx)))
-            .map_err(|_| Error::new_err("the pipeline thread has exited"))?;
-        Ok(Epoch {
-            rx: Mutex::new(Some(rx)),
+        let channels = Arc::new(Mutex::new(Some(Channels { asks, batches: rx })));
+        let previous = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(channels.clone());
+        py.detach(|| {
+            // Without the GIL: another Python thread may be in the previous
+            // epoch's `__next__`, which holds its lock until its batch comes.
+            if let Some(c) = previous {
+                c.lock().unwrap_or_else(|e| e.into_inner()).take();
+            }
+            commands.send(Command::Epoch(epoch, position, asked, tx))
         })
+        .map_err(|_| Error::new_err("the pipeline thread has exited"))?;
+        Ok(Epoch { channels })
     }
 
     /// Batches per epoch when no sample fails.
@@ -361,7 +407,7 @@ impl Drop for Pipeline {
 /// An epoch's batches.
 #[pyclass(module = "gpufeed._gpufeed")]
 struct Epoch {
-    rx: Mutex<Option<Receiver<gpufeed::Result<gpufeed::Batch>>>>,
+    channels: EpochChannels,
 }
 
 #[pymethods]
@@ -374,19 +420,23 @@ impl Epoch {
     /// for multi-view recipes; labels the class indices, or mixup's soft
     /// labels `[batch, classes]`.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Tensor)>> {
-        let mut guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(rx) = guard.as_ref() else {
+        let channels = &self.channels;
+        let batch = py.detach(|| {
+            let mut guard = channels.lock().unwrap_or_else(|e| e.into_inner());
+            let batch = guard.as_ref().and_then(|c| {
+                c.asks.send(()).ok()?;
+                c.batches.recv().ok()
+            });
+            // The epoch is over, a later one started, or an error ends it.
+            if !matches!(batch, Some(Ok(_))) {
+                guard.take();
+            }
+            batch
+        });
+        let Some(batch) = batch else {
             return Ok(None);
         };
-        let Ok(batch) = py.detach(|| rx.recv()) else {
-            // The epoch is over.
-            guard.take();
-            return Ok(None);
-        };
-        let batch = batch.map_err(|e| {
-            guard.take();
-            err(e)
-        })?;
+        let batch = batch.map_err(err)?;
         let cuda = batch.images().is_cuda();
         let views = batch.views().len();
         let labels = if batch.soft_labels().is_some() {

@@ -233,3 +233,53 @@ def test_mixup_gives_soft_labels():
         assert np.from_dlpack(images).shape[0] == len(y)
     with pytest.raises(gpufeed.Error, match="num_classes"):
         pipeline(mixup=3)
+
+
+def emulated(**kw):
+    """A pipeline on the emulated device (a wheel built with the
+    `kernel-emu` feature, as CI's is): the device stage's slots, without a
+    GPU. Not run on a wheel without it, unless GPUFEED_REQUIRE_EMULATED=1
+    makes that a failure."""
+    try:
+        return pipeline(device="emulated", **kw)
+    except ValueError as e:
+        if "emulated" not in str(e) or os.environ.get("GPUFEED_REQUIRE_EMULATED") == "1":
+            raise
+        pytest.skip("this wheel has no emulated device (built without kernel-emu)")
+
+
+def test_a_held_batch_leaves_the_other_slots_to_the_epochs():
+    # prefetch=2: three slots. The trainer keeps one batch and holds one
+    # more while it asks for the next, as a Rust trainer does; the thread
+    # between them must not hold a third (it ran one batch ahead and
+    # found every slot lent: Error::SlotsHeld, H200, 2026-11-27).
+    p = emulated(dtype="float32", shuffle=False)
+    epoch = p.epoch(0)
+    images, _ = next(epoch)
+    x = np.from_dlpack(images)
+    want = x.copy()
+    del epoch
+    for e in range(1, 6):
+        assert sum(1 for _ in p.epoch(e)) == 7
+    p.close()
+    gc.collect()
+    assert np.array_equal(x, want)
+
+
+def test_a_trainer_that_holds_every_slot_gets_an_error_not_a_hang():
+    p = emulated(prefetch=1)
+    held = []
+    with pytest.raises(gpufeed.Error, match="slots are held by the trainer"):
+        for images, _ in p.epoch(0):
+            held.append(np.from_dlpack(images))
+    assert len(held) == 2
+
+
+def test_starting_an_epoch_ends_the_open_one():
+    p = emulated()
+    first = p.epoch(0)
+    next(first)
+    # The open epoch kept the pipeline's thread waiting on it, and the
+    # next epoch's start waited for that thread.
+    assert sum(1 for _ in p.epoch(1)) == 7
+    assert list(first) == []
