@@ -206,34 +206,38 @@ pool_sweep() {
     --out "$logs/shares-$name"
 }
 
-# cupti_run SHARE: the default bench at engine share SHARE with the CUPTI
-# tracer loaded (gpu-bundle.sh builds it), its window 5-6 s after cuInit:
-# logs cupti-share-SHARE.{txt,json}. Beside it, nvidia-smi's utilization
-# each second (dmon-share-SHARE.txt): its jpg column is the hardware
-# engine's own load, which CUPTI cannot see, against the lanes' calls in
-# flight that Stats::engine_busy counts.
+# cupti_run SHARE [TAG [VAR=VALUE...]]: the default bench at engine share
+# SHARE (with the settings VAR) with the CUPTI tracer loaded (gpu-bundle.sh
+# builds it), its window CUPTI_FROM_S (default 5) to 1 s later after
+# cuInit: logs cupti-share-SHARE[-TAG].{txt,json}. Beside it, nvidia-smi's
+# utilization each second (dmon-share-SHARE[-TAG].txt): its jpg column is
+# the hardware engine's own load, which CUPTI cannot see, against the
+# lanes' calls in flight that Stats::engine_busy counts.
 cupti_run() {
   [ -f "$bin/libgpufeed_cupti.so" ] || return 0
-  local dmon=
+  local share=$1 tag=${2:-} dmon=
+  shift
+  [ $# -gt 0 ] && shift
+  local name=share-$share${tag:+-$tag}
   if command -v nvidia-smi >/dev/null; then
-    nvidia-smi dmon -s u -d 1 -o T >"$logs/dmon-share-$1.txt" 2>&1 &
+    nvidia-smi dmon -s u -d 1 -o T >"$logs/dmon-$name.txt" 2>&1 &
     dmon=$!
   fi
-  step "cupti-share-$1" 45 env CUDA_INJECTION64_PATH="$bin/libgpufeed_cupti.so" \
-    GPUFEED_CUPTI_OUT="$logs/cupti-share-$1" GPUFEED_CUPTI_FROM_S=5 GPUFEED_CUPTI_FOR_S=1 \
-    "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 4 \
-    --hardware-share "$1" --json
+  step "cupti-$name" 60 env CUDA_INJECTION64_PATH="$bin/libgpufeed_cupti.so" \
+    GPUFEED_CUPTI_OUT="$logs/cupti-$name" GPUFEED_CUPTI_FROM_S="${CUPTI_FROM_S:-5}" \
+    GPUFEED_CUPTI_FOR_S=1 "$@" "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+    --dtype f16 --epochs 4 --hardware-share "$share" --json
   if [ -n "$dmon" ]; then
     kill "$dmon" 2>/dev/null
     wait "$dmon" 2>/dev/null
   fi
   # No summary: the tracer failed (the step's log says how); 1 tells
   # the caller to run no more of it.
-  [ -f "$logs/cupti-share-$1.txt" ] || return 1
+  [ -f "$logs/cupti-$name.txt" ] || return 1
   # The trace's first 60 ms as a picture, to read without Perfetto.
-  step "cupti-png-$1" 60 python3 benches/trace/trace_png.py \
-    "$logs/cupti-share-$1.json" "$logs/cupti-share-$1.png" --from 0 --to 0.06 \
-    --title "CUPTI, engine share $1, 60 ms of the steady state"
+  step "cupti-png-$name" 60 python3 benches/trace/trace_png.py \
+    "$logs/cupti-$name.json" "$logs/cupti-$name.png" --from 0 --to 0.06 \
+    --title "CUPTI, engine share $share${tag:+ ($tag)}, 60 ms of the steady state"
   return 0
 }
 
@@ -371,77 +375,61 @@ for phase in "${phases[@]}"; do
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       ;;
     lease)
-      # One call of a 15-minute lease (session 34): the GPU code no GPU has
-      # run yet (the scan kernels of sessions 30-33 ran at 2406cce; the
-      # split kernels of session 34 not yet: the progressive step and
-      # sequential-bench run them) and whether its route pays, against
-      # the plain pipeline in the same call; then the device stage's
-      # regression tests, the default bench and torchvision's pipeline.
-      # Most telling first.
+      # One call of a 15-minute lease (session 37): the questions session
+      # 37's lease at 0d15f52 left (docs/BENCHMARKS.md), most telling
+      # first, then the suite's unrun parts as the deadline allows. Its
+      # earlier questions (the split kernels, the progressive lanes in
+      # flight, GPU Huffman for baseline files) were answered there.
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
-      # Session 35: GPU Huffman (GPU_HYBRID) now takes baseline files only.
-      step nvjpeg-gpu-huffman 60 "$bin/test-nvjpeg_decode" gpu_huffman_takes_baseline_files_only \
-        --nocapture
-      # photos/full at the default, with a timeline: at 2406cce the batch
-      # thread was its limit (845 img/s, 98 % busy, 1.155 CPU-ms per
-      # image; 24 % of images, the progressive photos, on the CUDA route,
-      # 33 of the 41 of >= 1 MP, which GPU_HYBRID took then). Whether the
-      # batch thread is free now, beside torchvision in the same call
-      # (issue 16: >= 3x), and the trace's spans say on what not.
-      full_steps
-      if grow_full; then
-        step bench-cuda-full-trace 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 \
-          --batch 256 --dtype f16 --epochs 2 --trace "$logs/trace-full.json"
+      # The bindings' thread no longer runs a batch ahead of Python
+      # (773a8e9): at 0d15f52 a held tensor ran into Error::SlotsHeld.
+      if unpack_wheel; then
+        step python-torch-cuda 180 env PYTHONPATH="$py" python3 python/tests/test_torch_cuda.py
       fi
-      step progressive 150 "$bin/test-progressive" gpu_ --nocapture
-      # The split kernels (session 34) under memcheck: the first 24
-      # sequential photos, split by 1 KB, one launch of each per file
-      # (the whole set ran past 150 s under memcheck at 2406cce).
+      grow_data
+      # The baseline of this call: the default.
+      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --json
+      # The engine's calls lasted ~280 ms beside the progressive lanes'
+      # scan kernels (~20-30 ms without), spinning their thread: nvJPEG's
+      # hardware call waits for something the kernels on other streams
+      # hold up. CUPTI's record of the engine lanes' CUDA calls names it
+      # (a device-wide synchronize or free would show as one long call);
+      # then the same at share 0.5, where the engine's calls ran at half
+      # pace beside the CUDA route (2406cce). The lanes' epochs last ~5 s:
+      # the window opens in the third.
+      CUPTI_FROM_S=12 cupti_run 1 progressive-lanes GPUFEED_PROGRESSIVE_GPU=1 &&
+        cupti_run 0.5
+      # The sequential route without the progressive lanes: sequential
+      # images on the split kernels, progressive ones (5 %) to the
+      # workers' host Huffman. With the lanes, a lane call lasted as long
+      # as its batch's slowest progressive photo (72 ms a batch) and the
+      # route ran 5,500 img/s at 0.085 CPU-ms per image; split sequential
+      # scans take 9.3 ms a batch (4.7 split by 256 bytes).
+      pool_sweep sequential-only GPUFEED_SEQUENTIAL_GPU=1
+      pool_sweep sequential-only-256 GPUFEED_SEQUENTIAL_GPU=1 GPUFEED_SCAN_SPLIT=256
+      step bench-cuda-sequential-in-flight 120 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
+        --sweep in-flight=3,6 --out "$logs/sequential-in-flight"
+      step bench-cuda-sequential-trace 60 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
+        --trace "$logs/trace-sequential.json"
+      # At 0d15f52 this passed with 0 errors, then the process died at
+      # exit (11) under the tool only: again, to see whether it repeats.
       if command -v compute-sanitizer >/dev/null; then
         GPUFEED_TEST_MAX_FILES=24 step sanitizer-memcheck-split 150 compute-sanitizer \
           --tool memcheck --error-exitcode 1 "$bin/test-progressive" gpu_sequential_scans
       fi
-      scan_bench imagenet-size --sequential
-      scan_bench imagenet-size
-      grow_data
-      pool_sweep base
-      # Session 35, the mix's slow engine calls (issue 16, item 3), against
-      # base: the decode workers at nice 10, so that the engine lanes'
-      # nvJPEG host work wins a contended CPU (src/sched.rs); the lanes'
-      # streams at the greatest priority, so that their kernels do not
-      # queue behind the CUDA route's (stage/cuda/nvroute.rs).
-      pool_sweep worker-nice GPUFEED_WORKER_NICE=10
-      pool_sweep engine-priority GPUFEED_ENGINE_STREAM_PRIORITY=1
-      pool_sweep sequential-gpu GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_SEQUENTIAL_GPU=1
-      # Session 35: a progressive lane's call lasts about its slowest
-      # image's decode on one thread (~70 ms at 2406cce), so more lanes
-      # and batches in flight overlap more of them: at engine share 1, 6
-      # lanes, 3 and 6 batches in flight (the workers then do no Huffman
-      # decoding at all: CPU-ms per image is the other half of the answer).
-      # Modelled on the emulated device (session 36, a lane call held to
-      # 1 s): img/s ~ (in-flight - 1) x batch / call latency. At 2406cce
-      # the engine was "99 % busy" beside the lanes at 3,500 img/s: the
-      # timeline (of 6 in flight; bench takes no --trace with --sweep) says
-      # whether the engine's calls themselves slow down while the scan
-      # kernels run.
-      for k in 3 6; do
-        trace=()
-        [ "$k" = 6 ] && trace=(--trace "$logs/trace-progressive-lanes.json")
-        step "bench-cuda-progressive-lanes-$k" 75 env GPUFEED_PROGRESSIVE_GPU=1 \
-          GPUFEED_PROGRESSIVE_LANES=6 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
-          --batch 256 --dtype f16 --epochs 2 --hardware-share 1 --batches-in-flight "$k" \
-          --json "${trace[@]}"
-      done
-      step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
-      step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 3 --json
-      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
-        --batch 256 --epochs 2 --threads "$(nproc)"
-      pool_sweep progressive-gpu GPUFEED_PROGRESSIVE_GPU=1
-      GPUFEED_PROGRESSIVE_GPU=1 step device-stage-progressive-gpu 150 "$bin/test-device_stage" \
-        gpu_ --test-threads=1 --nocapture
-      scan_bench full
-      step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
+      # The suite's parts no GPU has run since session 26's decoder pool
+      # (docs/RELIABILITY.md, "GPU checks still unrun").
+      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
+        step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
+      step memory 120 "$bin/test-memory" --nocapture
+      step unit-cuda 60 "$bin/unit-gpufeed" cuda:: --test-threads=1
+      step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
+      GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
+      step interop 60 "$bin/test-interop" gpu_ --nocapture
+      GPUFEED_SHARE_LOG=1 step auto-share 60 "$bin/test-auto_share" gpu_ --nocapture
       ;;
     unrun)
       # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,

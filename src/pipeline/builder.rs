@@ -477,8 +477,12 @@ impl PipelineBuilder {
     /// corpus). With one GPU thread per image a batch of 256 took 49 ms
     /// on an H200 (2026-11-27), and the pipeline a quarter of its speed;
     /// the split kernels now decode a scan's 1 KB subsequences on
-    /// threads of their own (`kernels/progressive.cu`), unmeasured on a
-    /// GPU (`gpufeed progressive-bench --sequential`). Equal to
+    /// threads of their own (`kernels/progressive.cu`): 9.3 ms a batch on
+    /// an H200 at 0d15f52. Through the pipeline beside the progressive
+    /// lanes, whose calls wait for their slowest progressive photo, every
+    /// Huffman decode left the CPU (0.085 CPU-ms per image at share 0)
+    /// but at 5,500 img/s (docs/BENCHMARKS.md); without them, unmeasured.
+    /// Equal to
     /// libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
     /// scans) decodes as the engine's refusals do. The automatic share

@@ -9,10 +9,12 @@
 //! engine's refusals (CUDA, then the CPU).
 //!
 //! Off unless `PipelineBuilder::progressive_kernels` (or
-//! `GPUFEED_PROGRESSIVE_GPU=1`): never yet run on a GPU (sessions 30-33,
-//! no device lent). With `sequential_kernels` (`GPUFEED_SEQUENTIAL_GPU=1`)
-//! the same lanes take the CUDA share's sequential files under 1 MP too
-//! (session 33: the planner and kernels decode sequential scans). On the emulated device the kernels equal
+//! `GPUFEED_PROGRESSIVE_GPU=1`): correct on an H200 but slow there, and
+//! the hardware engine's calls slow down ~10x beside its kernels
+//! (docs/BENCHMARKS.md, 0d15f52). With `sequential_kernels`
+//! (`GPUFEED_SEQUENTIAL_GPU=1`) the same lanes take the CUDA share's
+//! sequential files under 1 MP too (session 33: the planner and kernels
+//! decode sequential scans). On the emulated device the kernels equal
 //! libjpeg-turbo's output, alone and through a pipeline
 //! (tests/progressive.rs; the emulated route is in `stage/emu.rs`).
 
