@@ -19,7 +19,8 @@
 # 2026-11-26), and --full goes without --fuzz (with --candle, --wheel
 # and --no-tricky: 57 MB).
 # --candle adds the candle CUDA tests and the training example (issue
-# 17), built with a toolkit of NVIDIA's wheels (scripts/cuda-root.sh, in
+# 17; candle's CUDA kernels take more than 10 minutes to compile on a
+# fresh 2-core checkout: build without it first when a lease waits), built with a toolkit of NVIDIA's wheels (scripts/cuda-root.sh, in
 # target/cuda-root) and linked against stubs (scripts/cuda-link-stubs.sh);
 # on the GPU box they load the toolkit's real libcublas, libcurand and the
 # driver (88 MB stripped; with --pack, 15 MB in all on 2026-11-26).
@@ -50,6 +51,18 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+# What a fresh checkout lacks (session 37 lost a build to it): cmake and
+# nasm for the turbojpeg build of the progressive test, maturin for the
+# wheel; installed as CI installs them (.ci/run).
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v nasm >/dev/null || need+=(nasm)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ -n "$wheel" ] && ! command -v maturin >/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check maturin==1.16.0
+fi
 rm -rf "$out"
 mkdir -p "$out/bin"
 
