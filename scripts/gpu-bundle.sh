@@ -20,7 +20,8 @@
 # and --no-tricky: 57 MB).
 # --candle adds the candle CUDA tests and the training example (issue
 # 17; candle's CUDA kernels take more than 10 minutes to compile on a
-# fresh 2-core checkout: build without it first when a lease waits), built with a toolkit of NVIDIA's wheels (scripts/cuda-root.sh, in
+# fresh 2-core checkout: build without it first when a lease waits),
+# built with a toolkit of NVIDIA's wheels (scripts/cuda-root.sh, in
 # target/cuda-root) and linked against stubs (scripts/cuda-link-stubs.sh);
 # on the GPU box they load the toolkit's real libcublas, libcurand and the
 # driver (88 MB stripped; with --pack, 15 MB in all on 2026-11-26).

@@ -286,10 +286,10 @@ impl Pipeline {
     }
 
     /// The batches of `epoch` (from `position`, a value of a batch's
-    /// `resume_position`): an iterator of `(images, labels)`.
+    /// `resume_position`): an iterator of `(images, labels)`. Starting an
+    /// epoch ends the previous one, if it is still open: its iterator then
+    /// ends early.
     #[pyo3(signature = (epoch, position=0))]
-    /// Starting an epoch ends the previous one, if it is still open: its
-    /// iterator then ends early.
     fn epoch(&self, py: Python<'_>, epoch: u64, position: usize) -> PyResult<Epoch> {
         let (asks, asked) = bounded(1);
         let (tx, rx) = bounded(1);
@@ -384,12 +384,22 @@ impl Pipeline {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        let open = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = t {
-            py.detach(|| {
+        py.detach(|| {
+            // An open epoch keeps the thread waiting for its next ask:
+            // end it, or the join would wait for ever.
+            if let Some(c) = open {
+                c.lock().unwrap_or_else(|e| e.into_inner()).take();
+            }
+            if let Some(t) = t {
                 let _ = t.join();
-            });
-        }
+            }
+        });
     }
 }
 

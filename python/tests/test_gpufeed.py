@@ -283,3 +283,12 @@ def test_starting_an_epoch_ends_the_open_one():
     # next epoch's start waited for that thread.
     assert sum(1 for _ in p.epoch(1)) == 7
     assert list(first) == []
+
+
+def test_closing_ends_the_open_epoch():
+    p = emulated()
+    open_epoch = p.epoch(0)
+    next(open_epoch)
+    # The thread waited for the open epoch's next ask: close() joined it.
+    p.close()
+    assert list(open_epoch) == []
