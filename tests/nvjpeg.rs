@@ -88,6 +88,14 @@ fn handle_without_a_gpu_is_a_typed_error() -> Outcome {
 /// photos stay on nvJPEG. Header parsing only: no library, no GPU.
 fn routing_keeps_what_nvjpeg_decodes_wrongly_on_the_cpu() -> Outcome {
     let corpus = common::corpus()?;
+    if !corpus.join("tricky").is_dir() {
+        // A trimmed corpus (gpu-bundle.sh --no-tricky): on an H200
+        // (2026-11-27) this read a missing file and failed instead.
+        return Err(common::not_run(
+            "GPUFEED_REQUIRE_CORPUS",
+            "the corpus has no tricky/",
+        ));
+    }
     let header = |f: &str| {
         let bytes = std::fs::read(corpus.join("tricky").join(f)).unwrap();
         gpufeed::jpeg::parse_header(&bytes, gpufeed::jpeg::DEFAULT_MAX_PIXELS).unwrap()
