@@ -124,30 +124,44 @@ impl Launch {
 
 /// Bytes of a subsequence of a split sequential scan (progressive.cu's
 /// "Split decoding"): `GPUFEED_SCAN_SPLIT` (0: no splitting; at least 64
-/// otherwise), else 1024. Smaller runs more threads per image, each
+/// otherwise), else 256. Smaller runs more threads per image, each
 /// shorter, but a guess has fewer symbols to resynchronise in before its
 /// subsequence ends (then a round decodes it again, or the image goes to
-/// one thread): on the emulated device every photo of imagenet-size and
-/// full synchronised at 1024 bytes, 280 of 288 at 256 (tests/progressive.rs,
-/// `emu_split_scans_equal_libjpeg_turbo`). On an H200 (0d15f52,
-/// `gpufeed progressive-bench --sequential`, imagenet-size's sequential
-/// photos, batch 256): 4.7 ms at 256 bytes, 9.3 at 1024, 31.3 at 4096,
-/// 49.1 unsplit; the pipeline at 256 is unmeasured.
+/// one thread). On an H200 (0d15f52, `gpufeed progressive-bench
+/// --sequential`, imagenet-size's sequential photos, batch 256): 4.7 ms
+/// at 256 bytes, 9.3 at 1024, 31.3 at 4096, 49.1 unsplit; through the
+/// pipeline (4bbffad, share 0, no progressive lanes) 19,800-30,000 img/s
+/// at 256 bytes against 15,400-18,700 at 1024 (docs/BENCHMARKS.md).
 pub(crate) fn split_bytes() -> u32 {
     std::env::var("GPUFEED_SCAN_SPLIT")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&b: &u32| b == 0 || b >= 64)
-        .unwrap_or(1024)
+        .unwrap_or(256)
 }
 
 /// Rounds of `gf_split_round`: a guess that had not resynchronised by
-/// its subsequence's end costs two, the next one too. A round in which
-/// nothing changes copies each record once. On the emulated device, at
-/// 1024 bytes, 3 rounds left 7 of `photos/full`'s 128 photos to one
-/// thread each (seconds of GPU time for a multi-megapixel photo), 8
-/// none.
-pub(crate) const SPLIT_ROUNDS: u32 = 8;
+/// its subsequence's end costs two, the next one too; a chain still out
+/// of step after the last round decodes on one thread (`gf_progressive`),
+/// seconds of GPU time for a megapixel photo. A round in which nothing
+/// changes copies each record once. On the emulated device
+/// (tests/progressive.rs, `emu_split_scans_equal_libjpeg_turbo`, the 288
+/// sequential photos of imagenet-size and full): at 1024 bytes 8 rounds
+/// synchronised all of them (3 left 7 of full's to one thread); at 256
+/// bytes 8 rounds left 8 to one thread, 16 none. At 256 bytes with 8
+/// rounds `photos/full` ran at 756 img/s through the pipeline on an H200
+/// (4bbffad), against 5,860 at the default route: a batch waits for its
+/// slowest chain.
+pub(crate) const SPLIT_ROUNDS: u32 = 16;
+
+/// [`SPLIT_ROUNDS`], or `GPUFEED_SPLIT_ROUNDS` (1 to 256): a diagnostic.
+pub(crate) fn split_rounds() -> u32 {
+    std::env::var("GPUFEED_SPLIT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|r: &u32| (1..=256).contains(r))
+        .unwrap_or(SPLIT_ROUNDS)
+}
 
 impl Launch {
     /// The split kernels' subsequences of the chains as they are now
@@ -195,7 +209,7 @@ pub(crate) fn split_params(
         n_tables,
         n_subs,
         sub_bytes,
-        rounds: SPLIT_ROUNDS,
+        rounds: split_rounds(),
     }
 }
 

@@ -476,12 +476,16 @@ impl PipelineBuilder {
     /// given every image on an H200, 2026-11-26; it timed out on the fuzz
     /// corpus). With one GPU thread per image a batch of 256 took 49 ms
     /// on an H200 (2026-11-27), and the pipeline a quarter of its speed;
-    /// the split kernels now decode a scan's 1 KB subsequences on
-    /// threads of their own (`kernels/progressive.cu`): 9.3 ms a batch on
-    /// an H200 at 0d15f52. Through the pipeline beside the progressive
-    /// lanes, whose calls wait for their slowest progressive photo, every
-    /// Huffman decode left the CPU (0.085 CPU-ms per image at share 0)
-    /// but at 5,500 img/s (docs/BENCHMARKS.md); without them, unmeasured.
+    /// the split kernels now decode a scan's subsequences (256 bytes) on
+    /// threads of their own (`kernels/progressive.cu`). Beside the
+    /// progressive lanes, whose calls wait for their slowest progressive
+    /// photo, every Huffman decode left the CPU (0.085 CPU-ms per image at
+    /// share 0) but at 5,500 img/s; without them (progressive photos to
+    /// the workers) on `photos/imagenet-size` at share 0 and 6 batches in
+    /// flight, 26,300-30,000 img/s at 0.2 CPU-ms per image, twice the
+    /// engine's best, but `photos/full` at 756 img/s against the default's
+    /// 5,860, with 8 rounds of resynchronisation (now 16; unmeasured on
+    /// a GPU): H200, 4bbffad, docs/BENCHMARKS.md.
     /// Equal to
     /// libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
