@@ -375,61 +375,65 @@ for phase in "${phases[@]}"; do
       step kernel-device 60 "$bin/test-kernel_device" gpu_ --test-threads=1
       ;;
     lease)
-      # One call of a 15-minute lease (session 37): the questions session
-      # 37's lease at 0d15f52 left (docs/BENCHMARKS.md), most telling
-      # first, then the suite's unrun parts as the deadline allows. Its
-      # earlier questions (the split kernels, the progressive lanes in
-      # flight, GPU Huffman for baseline files) were answered there.
+      # One call of a 15-minute lease (session 38): the questions 4bbffad's
+      # lease left (docs/BENCHMARKS.md), most telling first, then the
+      # suite's unrun parts as the deadline allows. There the sequential
+      # route without the progressive lanes (GPUFEED_SEQUENTIAL_GPU=1,
+      # share 0, split by 256 bytes, 6 in flight) ran 26,300-30,000
+      # img/s on imagenet-size, but photos/full 756 against the
+      # default's 5,860; 6ca532a then made the split kernels' defaults
+      # 256 bytes and 16 rounds (8 rounds left 8 of the 288 photos to one
+      # thread on the emulated device).
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
-      # The bindings' thread no longer runs a batch ahead of Python
-      # (773a8e9): at 0d15f52 a held tensor ran into Error::SlotsHeld.
-      if unpack_wheel; then
-        step python-torch-cuda 180 env PYTHONPATH="$py" python3 python/tests/test_torch_cuda.py
-      fi
+      # The new defaults must still equal libjpeg-turbo on a GPU.
+      step progressive 180 "$bin/test-progressive" gpu_ --nocapture
       grow_data
-      # The baseline of this call: the default.
+      # The call's baseline: the default (the engine's route).
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --json
-      # The engine's calls lasted ~280 ms beside the progressive lanes'
-      # scan kernels (~20-30 ms without), spinning their thread: nvJPEG's
-      # hardware call waits for something the kernels on other streams
-      # hold up. CUPTI's record of the engine lanes' CUDA calls names it
-      # (a device-wide synchronize or free would show as one long call);
-      # then the same at share 0.5, where the engine's calls ran at half
-      # pace beside the CUDA route (2406cce). The lanes' epochs last ~5 s:
-      # the window opens in the third.
-      CUPTI_FROM_S=12 cupti_run 1 progressive-lanes GPUFEED_PROGRESSIVE_GPU=1 &&
-        cupti_run 0.5
-      # The sequential route without the progressive lanes: sequential
-      # images on the split kernels, progressive ones (5 %) to the
-      # workers' host Huffman. With the lanes, a lane call lasted as long
-      # as its batch's slowest progressive photo (72 ms a batch) and the
-      # route ran 5,500 img/s at 0.085 CPU-ms per image; split sequential
-      # scans take 9.3 ms a batch (4.7 split by 256 bytes).
-      pool_sweep sequential-only GPUFEED_SEQUENTIAL_GPU=1
-      pool_sweep sequential-only-256 GPUFEED_SEQUENTIAL_GPU=1 GPUFEED_SCAN_SPLIT=256
-      step bench-cuda-sequential-in-flight 120 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
+      # The candidate default, same call.
+      step bench-cuda-sequential 90 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0 \
+        --batches-in-flight 6 --json
+      # photos/full: the default, then the candidate at 16 rounds (the new
+      # default), 32, and split by 1 KB (every photo synchronised there at
+      # 8 rounds on the emulated device).
+      if grow_full; then
+        step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
+          --dtype f16 --epochs 3 --json
+        for v in GPUFEED_SPLIT_ROUNDS=16 GPUFEED_SPLIT_ROUNDS=32 GPUFEED_SCAN_SPLIT=1024; do
+          v_tag=${v#GPUFEED_}
+          step "bench-cuda-full-sequential-${v_tag/=/-}" 90 env GPUFEED_SEQUENTIAL_GPU=1 "$v" \
+            "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 --dtype f16 \
+            --epochs 3 --hardware-share 0 --batches-in-flight 6 --json
+        done
+      fi
+      # The scan kernels alone at the new defaults, both sets.
+      scan_bench imagenet-size --sequential
+      scan_bench full --sequential
+      # In flight, and the engine's shares beside the kernels.
+      step bench-cuda-sequential-sweep 150 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
-        --sweep in-flight=3,6 --out "$logs/sequential-in-flight"
+        --sweep in-flight=4,6,8 --out "$logs/sequential-in-flight"
       step bench-cuda-sequential-trace 60 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
-        --trace "$logs/trace-sequential.json"
-      # At 0d15f52 this passed with 0 errors, then the process died at
-      # exit (11) under the tool only: again, to see whether it repeats.
+        --batches-in-flight 6 --trace "$logs/trace-sequential.json"
+      # The same pipeline tests on the candidate route.
+      GPUFEED_SEQUENTIAL_GPU=1 step device-stage-sequential 150 "$bin/test-device_stage" gpu_ \
+        --test-threads=1 --nocapture
+      # Peers, same call: the ratio to the candidate.
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 2 --threads "$(nproc)"
+      # The suite's parts no GPU has run at this commit.
+      step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
+      GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       if command -v compute-sanitizer >/dev/null; then
         GPUFEED_TEST_MAX_FILES=24 step sanitizer-memcheck-split 150 compute-sanitizer \
           --tool memcheck --error-exitcode 1 "$bin/test-progressive" gpu_sequential_scans
       fi
-      # The suite's parts no GPU has run since session 26's decoder pool
-      # (docs/RELIABILITY.md, "GPU checks still unrun").
-      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
-        step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
-      step memory 120 "$bin/test-memory" --nocapture
-      step unit-cuda 60 "$bin/unit-gpufeed" cuda:: --test-threads=1
-      step kernels 60 "$bin/test-kernels" --test-threads=1 --nocapture
-      GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
-      step interop 60 "$bin/test-interop" gpu_ --nocapture
-      GPUFEED_SHARE_LOG=1 step auto-share 60 "$bin/test-auto_share" gpu_ --nocapture
+      if unpack_wheel; then
+        step python-torch-cuda 180 env PYTHONPATH="$py" python3 python/tests/test_torch_cuda.py
+      fi
       ;;
     unrun)
       # What docs/RELIABILITY.md lists as unrun at 243e3c9 (whose quick,
