@@ -424,6 +424,15 @@ for phase in "${phases[@]}"; do
       # Peers, same call: the ratio to the candidate.
       step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
         --batch 256 --epochs 2 --threads "$(nproc)"
+      # CUPTI at 4bbffad: nvJPEG's hardware call makes ~18 cuMemFree calls
+      # (no allocation), each a wait for the whole device, so the engine
+      # waits for every stream's kernels (issue 16, item 3). Whether its
+      # flags change that: no pipelining (1), its memory pools (2), each
+      # beside interpolated upsampling (32, gpufeed's flag). Then share
+      # 0.5 in its steady state (the window at 5 s fell in epoch 1).
+      CUPTI_FROM_S=12 cupti_run 1 nopipe GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_NVJPEG_FLAGS=33 &&
+        CUPTI_FROM_S=12 cupti_run 1 pools GPUFEED_PROGRESSIVE_GPU=1 GPUFEED_NVJPEG_FLAGS=34 &&
+        CUPTI_FROM_S=9 cupti_run 0.5 steady
       # The suite's parts no GPU has run at this commit.
       step device-stage 150 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
