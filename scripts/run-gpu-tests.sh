@@ -415,6 +415,14 @@ for phase in "${phases[@]}"; do
       step bench-cuda-sequential-sweep 150 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
         --sweep in-flight=4,6,8 --out "$logs/sequential-in-flight"
+      # Two lanes answer the kernels' calls, and a call lasted a median
+      # 19 ms at 4bbffad, ~10 ms of it the lane thread's CPU (planning,
+      # packing, waiting): 2 x 256 images / 19 ms is ~27,000 img/s, where
+      # the route stopped. More lanes, more calls at once.
+      step bench-cuda-sequential-lanes4 150 env GPUFEED_SEQUENTIAL_GPU=1 \
+        GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=6,8,12 \
+        --out "$logs/sequential-lanes4"
       step bench-cuda-sequential-trace 60 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
         --batches-in-flight 6 --trace "$logs/trace-sequential.json"
