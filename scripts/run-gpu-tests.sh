@@ -5,7 +5,7 @@
 #   BUNDLE/run-gpu-tests.sh [PHASE...] [-- DATA]
 #
 # PHASE: quick, lease, unrun, tests, sanitize, bench, checks, numbers,
-# peers, or all (the default: tests sanitize bench). quick is the first call of a
+# peers, dali, or all (the default: tests sanitize bench). quick is the first call of a
 # short lease (15 minutes of device time in all, start-up included) after
 # GPU code changed: the device stage's tests, the headline benches beside
 # torchvision's GPU pipeline, decode-bench, the nvJPEG tests and one
@@ -19,7 +19,9 @@
 # OUT_LOGS/tests and OUT_LOGS/sanitize; neither is timed), then the one
 # test that steers by timing alone; numbers runs issue 20's benchmarks
 # (time to first batch, the default and best settings and torchvision's
-# pipeline on both photo sets, decode-only, the kernels and DINO).
+# pipeline on both photo sets, decode-only, the kernels and DINO). dali:
+# DALI's pipeline beside gpufeed's, after its wheels came in parts (see
+# the phase).
 # DATA: a folder of JPEGs to bench (default: the bundle's corpus
 # photos/imagenet-size, else data/sample).
 #
@@ -59,7 +61,7 @@ data=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; data=${1:-}; break ;;
-    quick | lease | unrun | tests | sanitize | bench | checks | numbers | peers) phases+=("$1") ;;
+    quick | lease | unrun | tests | sanitize | bench | checks | numbers | peers | dali) phases+=("$1") ;;
     all) phases+=(tests sanitize bench) ;;
     *) data=$1 ;;
   esac
@@ -712,6 +714,25 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
       kernel_bench_steps
+      ;;
+    dali)
+      # DALI beside gpufeed, same call and files (issue 16, item 8). Its
+      # wheels come in parts (scripts/dali-parts.sh: 5 parts of <= 56 MiB at
+      # 2.4.0), one carried per warm call into dist/dali; this phase, in
+      # the call after the last part, joins and installs them into
+      # /tmp/site, then runs DALI, gpufeed's default and the candidate
+      # default (the sequential route) on the bench data.
+      if [ ! -d /tmp/site/nvidia/dali ]; then
+        step dali-install 120 bash scripts/dali-parts.sh --install
+      fi
+      grow_data
+      step peer-dali 180 env PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} python3 \
+        benches/peers/dali_pipeline.py "$bench_data" --batch 256 --epochs 2 --threads "$(nproc)"
+      step bench-cuda-beside-dali 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
+        --batch 256 --dtype f16 --epochs 3 --json
+      step bench-cuda-sequential-beside-dali 90 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
+        "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0 \
+        --batches-in-flight 6 --json
       ;;
     peers)
       # torchvision GPU and DALI (when installed) side by side.
