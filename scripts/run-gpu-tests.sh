@@ -425,6 +425,11 @@ for phase in "${phases[@]}"; do
         GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=6,8,12 \
         --out "$logs/sequential-lanes4"
+      # Session 38 moved the kernels' planning (~16 us an image) from the
+      # lanes to the workers; the lanes planning, as at 4bbffad:
+      step bench-cuda-sequential-lane-plans 90 env GPUFEED_SEQUENTIAL_GPU=1 \
+        GPUFEED_PLAN_ON_WORKERS=0 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --hardware-share 0 --batches-in-flight 6 --json
       step bench-cuda-sequential-trace 60 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
         --batches-in-flight 6 --trace "$logs/trace-sequential.json"

@@ -470,11 +470,18 @@ fn process(
                 .worker_decode
                 .as_ref()
                 .is_some_and(|w| w.kernels(header.sof, to_engine)),
+            plan: None,
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),
             staged: None,
         };
+        let mut t2 = t1;
+        if j.kernels {
+            j.plan = crate::stage::handoff::WorkerDecode::plan(&j.bytes, cfg.max_pixels);
+            t2 = Instant::now();
+            trace("scan plan", t1);
+        }
         let started = match &shared.worker_decode {
             Some(w) => {
                 if w.decodes_into_image(&j) {
@@ -487,7 +494,7 @@ fn process(
             None => Ok(None),
         };
         Counters::add_time(&c.decode_ns, t1.elapsed());
-        trace("nvJPEG host phase", t1);
+        trace("nvJPEG host phase", t2);
         if let Ok(Some((_, host))) = &started {
             s.host_phase = Some(*host);
         }

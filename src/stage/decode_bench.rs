@@ -170,6 +170,9 @@ impl DecodeBench {
                 // Whole images: no window to pad.
                 mcu: (16, 16),
                 kernels: progressive,
+                // The lane plans: decode-bench times the decode as a
+                // whole.
+                plan: None,
             };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
             if job.to_engine {

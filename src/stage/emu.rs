@@ -65,6 +65,9 @@ pub(super) struct EmuJob {
     pub(super) roi: Option<crate::decode::nvjpeg::Roi>,
     pub(super) arena: EmuArena,
     pub(super) at: usize,
+    /// The worker's plan for the scan kernels, as a CUDA lane gets it
+    /// (`cuda/prog_route.rs`); `None`: the lane plans.
+    pub(super) plan: Option<Box<crate::jpeg::scans::Plan>>,
 }
 
 /// An emulated engine lane's state: a CPU decoder, its image buffer, the
@@ -176,7 +179,7 @@ fn decode_progressive(lane: &mut EmuProgLane, j: EmuJob) -> std::result::Result<
     let out = arena
         .get_mut(j.at..j.at + bytes)
         .ok_or_else(|| SampleError::Panic("progressive image outside the arena".into()))?;
-    if kernels_decode(&j.bytes, j.size, out) {
+    if kernels_decode(&j.bytes, j.size, j.plan, out) {
         return Ok(true);
     }
     let before = lane.img.data.capacity();
@@ -214,11 +217,21 @@ fn progressive_latency() -> std::time::Duration {
 
 /// Whether the kernels decoded `data` (a `size` image) into `out`: as the
 /// CUDA lanes check, the plan must take it at its header's size, `gf_color`
-/// convert it, and every chain of scans report success.
+/// convert it, and every chain of scans report success. `plan`: the
+/// worker's, else the lane plans.
 #[cfg(feature = "kernel-emu")]
-fn kernels_decode(data: &[u8], size: (u32, u32), out: &mut [u8]) -> bool {
-    let Ok(p) = crate::jpeg::scans::plan(data, u64::MAX) else {
-        return false;
+fn kernels_decode(
+    data: &[u8],
+    size: (u32, u32),
+    plan: Option<Box<crate::jpeg::scans::Plan>>,
+    out: &mut [u8],
+) -> bool {
+    let p = match plan {
+        Some(p) => *p,
+        None => match crate::jpeg::scans::plan(data, u64::MAX) {
+            Ok(p) => p,
+            Err(_) => return false,
+        },
     };
     (p.width, p.height) == size
         && crate::cuda::pixels::emu_decode(&p, data, out)
@@ -228,6 +241,11 @@ fn kernels_decode(data: &[u8], size: (u32, u32), out: &mut [u8]) -> bool {
 /// Without `kernel-emu` the kernels are not built; nothing calls this (no
 /// [`EmuDevice`] exists).
 #[cfg(not(feature = "kernel-emu"))]
-fn kernels_decode(_data: &[u8], _size: (u32, u32), _out: &mut [u8]) -> bool {
+fn kernels_decode(
+    _data: &[u8],
+    _size: (u32, u32),
+    _plan: Option<Box<crate::jpeg::scans::Plan>>,
+    _out: &mut [u8],
+) -> bool {
     false
 }

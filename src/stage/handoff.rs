@@ -85,6 +85,14 @@ pub(crate) struct Jpeg {
     /// For gpufeed's own scan kernels, decided once by the worker that
     /// parsed it ([`WorkerDecode::kernels`]).
     pub(crate) kernels: bool,
+    /// The kernels' plan of the file, made by that worker
+    /// ([`crate::jpeg::scans::plan`]), so that the lane that decodes it
+    /// does not: a lane's call is on the batch's critical path, and its
+    /// planning was about 40 % of a lane's CPU time (~16 us an image; a
+    /// lane spent ~10 ms of CPU a batch of 256 on an H200, 4bbffad).
+    /// `None` where the plan refused the file (the lane refuses it too) or
+    /// `GPUFEED_PLAN_ON_WORKERS=0` (a diagnostic: the lane plans).
+    pub(crate) plan: Option<Box<crate::jpeg::scans::Plan>>,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,
@@ -155,6 +163,16 @@ impl WorkerDecode {
             Baseline | Extended => self.sequential_gpu && !to_engine,
             _ => false,
         }
+    }
+
+    /// The scan kernels' plan of `bytes` for [`Jpeg::plan`], unless
+    /// `GPUFEED_PLAN_ON_WORKERS=0`.
+    pub(crate) fn plan(bytes: &[u8], max_pixels: u64) -> Option<Box<crate::jpeg::scans::Plan>> {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let on = *ON.get_or_init(|| std::env::var("GPUFEED_PLAN_ON_WORKERS").as_deref() != Ok("0"));
+        on.then(|| crate::jpeg::scans::plan(bytes, max_pixels).ok())
+            .flatten()
+            .map(Box::new)
     }
 
     /// Whether [`start`](Self::start) decodes `j` into the caller's image

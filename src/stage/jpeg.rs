@@ -183,6 +183,7 @@ impl DeviceStage {
                     to_engine: j.to_engine,
                     mcu: j.mcu,
                     kernels: j.kernels,
+                    plan: j.plan,
                 },
             ));
             if self.engine_call > 0 && g.jobs.len() >= self.engine_call {
@@ -250,6 +251,7 @@ impl DeviceStage {
                     roi: j.roi,
                     arena: arena.clone(),
                     at: j.at,
+                    plan: j.plan,
                 };
                 // Files for the scan kernels go to the progressive lanes
                 // where there are some, whole, as on CUDA.

@@ -37,6 +37,8 @@ pub(crate) struct JpegJob {
     /// file, or a sequential one of the CUDA share): the progressive
     /// lanes' where the route has them.
     pub(crate) kernels: bool,
+    /// Their plan of the file, where the worker made it.
+    pub(crate) plan: Option<Box<crate::jpeg::scans::Plan>>,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -511,6 +513,7 @@ impl CudaEngine {
                         let j = &mut jobs[k];
                         ProgJob {
                             bytes: std::mem::take(&mut j.bytes),
+                            plan: j.plan.take(),
                             dest: base + j.at as u64,
                             width: j.width,
                             height: j.height,

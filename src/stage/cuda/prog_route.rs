@@ -34,6 +34,9 @@ use crate::jpeg::scans::{Plan, plan};
 /// (`width * 3` bytes a row, in an arena with room for the whole image).
 pub(super) struct ProgJob {
     pub(super) bytes: crate::reader::PooledBytes,
+    /// The worker's plan of `bytes` (`handoff::Jpeg::plan`); `None`: the
+    /// lane plans.
+    pub(super) plan: Option<Box<Plan>>,
     pub(super) dest: u64,
     pub(super) width: u32,
     pub(super) height: u32,
@@ -95,15 +98,18 @@ pub(super) fn lanes(
 }
 
 /// Plan, upload, decode and wait, on the lane's thread.
-fn run_lane(lane: &mut ProgLane, jobs: Vec<ProgJob>) -> ProgReply {
+fn run_lane(lane: &mut ProgLane, mut jobs: Vec<ProgJob>) -> ProgReply {
     let mut taken = vec![false; jobs.len()];
     if lane.ctx.bind_to_thread().is_ok() {
         // The jobs the plan takes and `gf_color` converts, in job order.
         let (ks, plans): (Vec<usize>, Vec<Plan>) = jobs
-            .iter()
+            .iter_mut()
             .enumerate()
             .filter_map(|(k, j)| {
-                let p = plan(&j.bytes, u64::MAX).ok()?;
+                let p = match j.plan.take() {
+                    Some(p) => *p,
+                    None => plan(&j.bytes, u64::MAX).ok()?,
+                };
                 ((p.width, p.height) == (j.width, j.height) && converts(&p)).then_some((k, p))
             })
             .unzip();
