@@ -425,6 +425,16 @@ for phase in "${phases[@]}"; do
         GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=6,8,12 \
         --out "$logs/sequential-lanes4"
+      # Every Huffman decode on the GPU (issue 16's 0.1 CPU-ms per image):
+      # both kernel routes, which at 0d15f52 ran 5,500 img/s at 0.085
+      # CPU-ms, each call waiting for its batch's progressive photos (~70
+      # ms, one thread per chain). Since session 38 the two kinds of file
+      # have lanes of their own (stage::KernelLanes): 4 progressive lanes
+      # and enough batches in flight to cover their latency.
+      step bench-cuda-both-kernels 150 env GPUFEED_SEQUENTIAL_GPU=1 GPUFEED_PROGRESSIVE_GPU=1 \
+        GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=8,12,16 \
+        --out "$logs/both-kernels"
       # Session 38 moved the kernels' planning (~16 us an image) from the
       # lanes to the workers; the lanes planning, as at 4bbffad:
       step bench-cuda-sequential-lane-plans 90 env GPUFEED_SEQUENTIAL_GPU=1 \

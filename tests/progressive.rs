@@ -53,6 +53,9 @@ common::tests!(
     gpu_sequential_route_equals_the_cpu_backend,
     #[cfg(feature = "kernel-emu")]
     emu_split_scans_equal_libjpeg_turbo,
+    #[cfg(feature = "kernel-emu")]
+    emu_both_routes_equal_the_cpu_backend,
+    gpu_both_routes_equal_the_cpu_backend,
 );
 
 /// The corpus's files of each coding process (its manifest's `sof`).
@@ -235,6 +238,25 @@ fn gpu_sequential_route_equals_the_cpu_backend() -> Outcome {
     route(SEQUENTIAL_GPU, gpufeed::Device::Cuda(0), &gpu_rgb)
 }
 
+/// Both kernel routes at once (`progressive_kernels` and
+/// `sequential_kernels`): the progressive files and the sequential photos
+/// of `photos/imagenet-size`, each kind at lanes of its own
+/// (`stage::KernelLanes`), so that sequential files do not wait behind a
+/// progressive call.
+#[cfg(feature = "kernel-emu")]
+fn emu_both_routes_equal_the_cpu_backend() -> Outcome {
+    route_both(gpufeed::Device::Emulated, &emu_rgb)
+}
+
+fn gpu_both_routes_equal_the_cpu_backend() -> Outcome {
+    common::need_gpu()?;
+    route_both(gpufeed::Device::Cuda(0), &gpu_rgb)
+}
+
+fn route_both(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
+    route_with(PROGRESSIVE, device, decode, true)
+}
+
 /// The progressive route (`PipelineBuilder::progressive_kernels`) through
 /// a whole pipeline, against the CPU backend with libjpeg-turbo: the same
 /// samples, labels, skips and pixels, two epochs. For `SEQUENTIAL`, the
@@ -254,6 +276,12 @@ fn gpu_sequential_route_equals_the_cpu_backend() -> Outcome {
 ///   batches within the augment kernel's tolerance (u8 +-1) of the CPU
 ///   backend's. The other files would go to nvJPEG, whose pixels differ.
 fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
+    route_with(kind, device, decode, false)
+}
+
+/// [`route`], or with `both`, both kernel routes on, `kind`'s files and
+/// the sequential photos of `photos/imagenet-size` at share 0.
+fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool) -> Outcome {
     use gpufeed::source::Sample;
     let root = common::corpus()?;
     let emulated = device != gpufeed::Device::Cuda(0);
@@ -278,9 +306,10 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             samples.push(Sample { path, label });
         }
     }
-    if emulated && !sequential {
-        // Sequential photos too, for the emulated engine: groups that
-        // split between the engine and the progressive lanes.
+    if (emulated || both) && !sequential {
+        // Sequential photos too, for the emulated engine (or, `both`, for
+        // the sequential kernels): groups that split between the engine
+        // (or those kernels' lanes) and the progressive lanes.
         let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
         for row in manifest.lines() {
             let f: Vec<&str> = row.split('\t').collect();
@@ -309,8 +338,8 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             .layout(gpufeed::Layout::Nhwc)
             .staging_bytes(8 << 20)
             .progressive_kernels(on && !sequential)
-            .sequential_kernels(on && sequential)
-            .hardware_decode_share(if sequential { 0.0 } else { 1.0 })
+            .sequential_kernels(on && (sequential || both))
+            .hardware_decode_share(if sequential || both { 0.0 } else { 1.0 })
             .trace(on)
             .build()
             .unwrap()
@@ -350,6 +379,25 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
             && json.contains("\"gpufeed-progressive-") != emulated,
         "the progressive lanes' calls"
     );
+    if both {
+        // Calls at the sequential files' lanes (0..n) and at the
+        // progressive files' (n..2n).
+        let n: usize = std::env::var("GPUFEED_PROGRESSIVE_LANES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| (1..=16).contains(n))
+            .unwrap_or(2);
+        let lane = if emulated {
+            "gpufeed-emu-progressive"
+        } else {
+            "gpufeed-progressive"
+        };
+        let used = |r: std::ops::Range<usize>| {
+            r.into_iter()
+                .any(|k| json.contains(&format!("{lane}-{k}\"")))
+        };
+        assert!(used(0..n) && used(n..2 * n), "both kinds' lanes took calls");
+    }
     // The lanes' buffers are in memory() (issue 16, item 5): on CUDA
     // their device buffers, on the emulated device the image buffer of
     // their CPU decoder, which alone counts as device memory there.
@@ -359,12 +407,12 @@ fn route(kind: Kind, device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     // stages to name the limit.
     assert!(s.progressive_busy > std::time::Duration::ZERO, "{s:?}");
     if emulated {
-        // Both halves of the route ran, and (progressive files) the
+        // Both halves of the route ran, and (progressive files alone) the
         // engine beside them.
         assert!(
             s.decoded_progressive > 0
                 && s.decoded_cpu_fallback > 0
-                && (s.decoded_hardware > 0) != sequential,
+                && (s.decoded_hardware > 0) != (sequential || both),
             "{s:?}"
         );
     } else {

@@ -23,7 +23,9 @@ pub(crate) const CALL: &str = "engine: decode call";
 /// (`stage/cuda/prog_route.rs`).
 pub(crate) const PROGRESSIVE_CALL: &str = "progressive: decode call";
 
-/// Progressive lanes per pipeline (CUDA and emulated).
+/// Scan kernels' lanes per pipeline (CUDA and emulated), or per kind of
+/// file where both the progressive and the sequential kernels are on
+/// (`stage::KernelLanes`).
 const PROGRESSIVE_LANES: usize = 2;
 
 /// [`PROGRESSIVE_LANES`], unless `GPUFEED_PROGRESSIVE_LANES` (1-16) says
@@ -215,9 +217,29 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
 
     /// Queue `q` for the next lane in turn (passing over lanes that died).
     pub(crate) fn submit(&self, q: Q) -> Ticket<A> {
+        let first = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.send_from(q, first)
+    }
+
+    /// Queue `q` for the next in turn (`turn` counts) of this pool's lanes
+    /// `among` (passing over lanes that died, among all of them): a kind
+    /// of request kept off the lanes another kind holds up.
+    pub(crate) fn submit_among(
+        &self,
+        q: Q,
+        among: std::ops::Range<usize>,
+        turn: &mut usize,
+    ) -> Ticket<A> {
+        let n = self.tx.len().max(1);
+        let len = among.len().clamp(1, n);
+        let first = among.start.min(n - 1) + *turn % len;
+        *turn = turn.wrapping_add(1);
+        self.send_from(q, first)
+    }
+
+    fn send_from(&self, q: Q, first: usize) -> Ticket<A> {
         let (reply, rx) = bounded(1);
         let n = self.tx.len();
-        let first = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut work = (q, reply);
         for k in 0..n {
             match self.tx[(first + k) % n].send(work) {
@@ -323,5 +345,24 @@ mod tests {
         let got: Vec<_> = tickets.into_iter().map(|t| t.wait()).collect();
         let want: Vec<_> = (1..20).filter(|&q| q != 7).map(|q| Some(q * 2)).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_kind_of_request_keeps_to_its_lanes() {
+        // Each lane answers with its own index.
+        let lanes =
+            Lanes::new("test", vec![0usize, 1, 2, 3, 4], |s: &mut usize, _q: ()| *s).unwrap();
+        let (mut a, mut b) = (0, 0);
+        let got = |among: std::ops::Range<usize>, turn: &mut usize| {
+            (0..6)
+                .map(|_| lanes.submit_among((), among.clone(), turn).wait().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got(0..2, &mut a), [0, 1, 0, 1, 0, 1]);
+        assert_eq!(got(2..5, &mut b), [2, 3, 4, 2, 3, 4]);
+        // Ranges past the pool fall back on its lanes, never panic.
+        let (mut c, mut d) = (0, 0);
+        assert_eq!(got(7..9, &mut c), [4, 0, 4, 0, 4, 0]);
+        assert_eq!(got(3..3, &mut d), [3, 3, 3, 3, 3, 3]);
     }
 }

@@ -471,6 +471,7 @@ fn process(
                 .as_ref()
                 .is_some_and(|w| w.kernels(header.sof, to_engine)),
             plan: None,
+            progressive: header.sof == crate::jpeg::SofKind::Progressive,
             width: header.width,
             height: header.height,
             params: draws(cfg, task, size),

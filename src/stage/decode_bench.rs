@@ -173,6 +173,7 @@ impl DecodeBench {
                 // The lane plans: decode-bench times the decode as a
                 // whole.
                 plan: None,
+                progressive,
             };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
             if job.to_engine {

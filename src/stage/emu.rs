@@ -68,6 +68,8 @@ pub(super) struct EmuJob {
     /// The worker's plan for the scan kernels, as a CUDA lane gets it
     /// (`cuda/prog_route.rs`); `None`: the lane plans.
     pub(super) plan: Option<Box<crate::jpeg::scans::Plan>>,
+    /// A progressive file (`handoff::Jpeg::progressive`).
+    pub(super) progressive: bool,
 }
 
 /// An emulated engine lane's state: a CPU decoder, its image buffer, the
@@ -164,11 +166,17 @@ pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
 /// takes the file and every chain of its scans decodes, else on the CPU.
 pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuProgReply {
     let t0 = std::time::Instant::now();
+    // A CUDA call lasts as long as its slowest file, and the split kernels
+    // make sequential ones short (4bbffad): the latency is progressive
+    // files' alone.
+    let slow = jobs.iter().any(|j| j.progressive);
     let reply = jobs
         .into_iter()
         .map(|j| decode_progressive(lane, j))
         .collect();
-    std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
+    if slow {
+        std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
+    }
     reply
 }
 
@@ -200,8 +208,8 @@ fn decode_progressive(lane: &mut EmuProgLane, j: EmuJob) -> std::result::Result<
     Ok(false)
 }
 
-/// How long an emulated progressive lane's call lasts at least:
-/// `GPUFEED_EMU_PROGRESSIVE_LATENCY_MS`, else 0. A diagnostic standing for
+/// How long an emulated progressive lane's call holding a progressive
+/// file lasts at least: `GPUFEED_EMU_PROGRESSIVE_LATENCY_MS`, else 0. A diagnostic standing for
 /// a CUDA lane's latency (a call lasts about as long as its slowest
 /// image's decode on one GPU thread: ~70 ms on an H200, 2026-11-27), so
 /// that how the stage overlaps such calls is measured without a GPU.

@@ -93,6 +93,10 @@ pub(crate) struct Jpeg {
     /// `None` where the plan refused the file (the lane refuses it too) or
     /// `GPUFEED_PLAN_ON_WORKERS=0` (a diagnostic: the lane plans).
     pub(crate) plan: Option<Box<crate::jpeg::scans::Plan>>,
+    /// A progressive file (SOF2): with the sequential kernels on too, the
+    /// scan kernels' lanes keep them apart (`cuda/lanes.rs`,
+    /// `Lanes::submit_among`).
+    pub(crate) progressive: bool,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) params: Vec<SampleParams>,

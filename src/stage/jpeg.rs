@@ -184,6 +184,7 @@ impl DeviceStage {
                     mcu: j.mcu,
                     kernels: j.kernels,
                     plan: j.plan,
+                    progressive: j.progressive,
                 },
             ));
             if self.engine_call > 0 && g.jobs.len() >= self.engine_call {
@@ -252,17 +253,29 @@ impl DeviceStage {
                     arena: arena.clone(),
                     at: j.at,
                     plan: j.plan,
+                    progressive: j.progressive,
                 };
                 // Files for the scan kernels go to the progressive lanes
                 // where there are some, whole, as on CUDA.
+                let route = &mut *route;
                 let (entries, jobs) = match &route.prog {
                     Some(prog) => {
                         let (p, rest): (Vec<_>, Vec<_>) =
                             entries.into_iter().zip(jobs).partition(|(_, j)| j.kernels);
-                        if !p.is_empty() {
-                            let (k, p): (Vec<usize>, Vec<JpegJob>) = p.into_iter().unzip();
-                            let t = prog.submit(p.into_iter().map(job).collect());
-                            g.flight.push(Flight::EmuProg(t, k));
+                        let (k, mut p): (Vec<usize>, Vec<Option<JpegJob>>) =
+                            p.into_iter().map(|(k, j)| (k, Some(j))).unzip();
+                        let at: Vec<usize> = (0..k.len()).collect();
+                        let kinds = route
+                            .prog_kinds
+                            .split(at, |i| p[i].as_ref().is_some_and(|j| j.progressive));
+                        for (group, among, turn) in kinds {
+                            if group.is_empty() {
+                                continue;
+                            }
+                            let calls = group.iter().filter_map(|&i| p[i].take()).map(job);
+                            let t = prog.submit_among(calls.collect(), among, turn);
+                            g.flight
+                                .push(Flight::EmuProg(t, group.iter().map(|&i| k[i]).collect()));
                         }
                         rest.into_iter().unzip()
                     }
@@ -476,4 +489,6 @@ pub(super) struct EmuRoute {
     /// Progressive lanes (`PipelineBuilder::progressive_kernels`).
     pub(super) prog:
         Option<crate::cuda::lanes::Lanes<Vec<super::emu::EmuJob>, super::emu::EmuProgReply>>,
+    /// Which of them take which files, as on CUDA.
+    pub(super) prog_kinds: super::KernelLanes,
 }

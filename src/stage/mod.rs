@@ -50,6 +50,7 @@ use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
 use cuda::{CudaEngine, LaunchKind, StageLaunch};
 use handoff::{Placed, Region, WorkerDecode};
+pub(crate) use routes::KernelLanes;
 use routes::built;
 
 pub(crate) mod cuda;

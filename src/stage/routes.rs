@@ -16,6 +16,61 @@ use crate::cuda::timeline::GpuTimeline;
 use crate::decode::nvjpeg::{Ledger, Share, decoder_pool};
 use crate::error::Result;
 
+/// How the scan kernels' lanes are shared between the two kinds of file
+/// they decode (issue 16, item 3c). A lane's call lasts as long as its
+/// slowest file: a progressive photo on one GPU thread per chain (a batch's
+/// dozen took ~70 ms on an H200, 0d15f52), against ~19 ms for a batch's
+/// sequential files on the split kernels (4bbffad). With both kinds on,
+/// each has `progressive_lanes()` lanes of its own (lanes `0..n` for the
+/// sequential files, `n..2n` for the progressive ones), so that sequential
+/// files never wait behind a progressive call; with one kind, it has the
+/// `n` lanes to itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KernelLanes {
+    per_kind: usize,
+    both: bool,
+    /// Calls so far per kind: the next goes to the next of its lanes.
+    turns: [usize; 2],
+}
+
+impl KernelLanes {
+    /// For a pipeline with the progressive and/or sequential kernels on.
+    pub(crate) fn new(progressive: bool, sequential: bool) -> KernelLanes {
+        KernelLanes {
+            per_kind: crate::cuda::lanes::progressive_lanes(),
+            both: progressive && sequential,
+            turns: [0; 2],
+        }
+    }
+
+    /// Lanes in the pool.
+    pub(crate) fn lanes(&self) -> usize {
+        if self.both {
+            2 * self.per_kind
+        } else {
+            self.per_kind
+        }
+    }
+
+    /// The calls for the files `ks` (`progressive(k)`: file k is), each
+    /// with the lanes it may go to and its kind's turn count for
+    /// `Lanes::submit_among`: one call, or with both kinds on one per kind
+    /// (sequential first; either may be empty).
+    pub(crate) fn split(
+        &mut self,
+        ks: Vec<usize>,
+        progressive: impl Fn(usize) -> bool,
+    ) -> Vec<(Vec<usize>, std::ops::Range<usize>, &mut usize)> {
+        let n = self.per_kind;
+        let [seq_turn, prog_turn] = &mut self.turns;
+        if !self.both {
+            return vec![(ks, 0..n, seq_turn)];
+        }
+        let (prog, seq): (Vec<usize>, Vec<usize>) = ks.into_iter().partition(|&k| progressive(k));
+        vec![(seq, 0..n, seq_turn), (prog, n..2 * n, prog_turn)]
+    }
+}
+
 /// Where the routes count their memory and waits.
 pub(super) struct Ledgers {
     /// The engine lanes' and the batch thread's nvJPEG memory (unbounded).
@@ -54,7 +109,8 @@ pub(super) fn make(
                     Ok(mut r) => {
                         if cfg.progressive || cfg.sequential {
                             let began = Instant::now();
-                            r.add_progressive(e, ledgers, observe.clone());
+                            let kinds = KernelLanes::new(cfg.progressive, cfg.sequential);
+                            r.add_progressive(e, ledgers, observe.clone(), kinds);
                             built(observe, "device: progressive lanes", began);
                         }
                         // One per sample in flight, and the carried
@@ -117,8 +173,9 @@ pub(super) fn make(
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
+                let prog_kinds = KernelLanes::new(cfg.progressive, cfg.sequential);
                 let prog = if cfg.progressive || cfg.sequential {
-                    let states = (0..crate::cuda::lanes::progressive_lanes())
+                    let states = (0..prog_kinds.lanes())
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,
@@ -147,6 +204,7 @@ pub(super) fn make(
                 let route = super::jpeg::EmuRoute {
                     engine: lanes,
                     prog,
+                    prog_kinds,
                 };
                 (Some(JpegRoute::Emu(route)), Some(Arc::new(workers)))
             }

@@ -39,6 +39,8 @@ pub(crate) struct JpegJob {
     pub(crate) kernels: bool,
     /// Their plan of the file, where the worker made it.
     pub(crate) plan: Option<Box<crate::jpeg::scans::Plan>>,
+    /// A progressive file (`handoff::Jpeg::progressive`).
+    pub(crate) progressive: bool,
 }
 
 /// How one job came out: decoded (the whole image, or only the window
@@ -267,6 +269,8 @@ pub(crate) struct NvRoute {
     /// Progressive files decoded by gpufeed's kernels
     /// (`GPUFEED_PROGRESSIVE_GPU=1`; `prog_route.rs`).
     prog: Option<Lanes<Vec<ProgJob>, ProgReply>>,
+    /// Which of them take which files, and whose turn it is.
+    prog_kinds: super::super::KernelLanes,
 }
 
 impl std::fmt::Debug for NvRoute {
@@ -365,6 +369,7 @@ impl NvRoute {
             cuda: DecoupledDecoder::new(ctx, 2, Some(&meter))?,
             cpu,
             prog: None,
+            prog_kinds: Default::default(),
         })
     }
 
@@ -375,17 +380,21 @@ impl NvRoute {
     /// timeline); where the kernels cannot be made, say why and go on
     /// without them (the workers then decode those files' Huffman codes,
     /// as before).
+    /// With `kinds` of both files, each kind has lanes of its own
+    /// ([`KernelLanes`](super::super::KernelLanes)).
     pub(in crate::stage) fn add_progressive(
         &mut self,
         engine: &CudaEngine,
         ledgers: &crate::stage::routes::Ledgers,
         observe: Option<crate::cuda::lanes::Observe>,
+        kinds: super::super::KernelLanes,
     ) {
+        self.prog_kinds = kinds;
         let made = engine.k.progressive().and_then(|k| {
             prog_route::lanes(
                 &engine.k.ctx,
                 k,
-                crate::cuda::lanes::progressive_lanes(),
+                kinds.lanes(),
                 &ledgers.route,
                 &ledgers.progressive_busy,
                 observe,
@@ -434,9 +443,9 @@ pub(crate) struct Submitted {
     result: Vec<JpegOutcome>,
     /// Jobs CUDA failed at submission: the CPU's.
     failed: Vec<usize>,
-    /// Jobs at a progressive lane (their bytes with it) and its ticket;
-    /// boxed, as most groups have none.
-    prog: Option<Box<(Vec<usize>, Ticket<ProgReply>)>>,
+    /// Jobs at the progressive lanes (their bytes with them), a ticket
+    /// per call (one, or one per kind of file: `KernelLanes`).
+    prog: Vec<(Vec<usize>, Ticket<ProgReply>)>,
 }
 
 impl std::fmt::Debug for Submitted {
@@ -451,8 +460,7 @@ impl std::fmt::Debug for Submitted {
 impl Submitted {
     /// Whether the engine has answered (never blocks).
     pub(crate) fn ready(&mut self) -> bool {
-        self.ticket.as_mut().is_none_or(Ticket::ready)
-            && self.prog.as_mut().is_none_or(|p| p.1.ready())
+        self.ticket.as_mut().is_none_or(Ticket::ready) && self.prog.iter_mut().all(|p| p.1.ready())
     }
 }
 
@@ -462,7 +470,7 @@ impl Drop for Submitted {
             let _ = t.wait();
         }
         // A lane may still be writing into the arena.
-        if let Some(p) = self.prog.take() {
+        for p in self.prog.drain(..) {
             let _ = p.1.wait();
         }
     }
@@ -502,12 +510,13 @@ impl CudaEngine {
         let prog = route.prog.is_some();
         let (to_prog, to_cuda): (Vec<usize>, Vec<usize>) =
             to_cuda.into_iter().partition(|&k| prog && jobs[k].kernels);
-        let prog_ticket = route
-            .prog
-            .as_ref()
-            .filter(|_| !to_prog.is_empty())
-            .map(|l| {
-                let prog_jobs = to_prog
+        let mut prog_tickets = Vec::new();
+        if let Some(l) = route.prog.as_ref() {
+            for (group, among, turn) in route.prog_kinds.split(to_prog, |k| jobs[k].progressive) {
+                if group.is_empty() {
+                    continue;
+                }
+                let prog_jobs = group
                     .iter()
                     .map(|&k| {
                         let j = &mut jobs[k];
@@ -520,8 +529,9 @@ impl CudaEngine {
                         }
                     })
                     .collect();
-                l.submit(prog_jobs)
-            });
+                prog_tickets.push((group, l.submit_among(prog_jobs, among, turn)));
+            }
+        }
         let ticket = route.lanes.as_ref().filter(|_| !to_hw.is_empty()).map(|l| {
             let engine_jobs = to_hw
                 .iter()
@@ -552,7 +562,7 @@ impl CudaEngine {
             to_hw,
             ticket,
             failed,
-            prog: prog_ticket.map(|t| Box::new((to_prog, t))),
+            prog: prog_tickets,
         })
     }
 
@@ -590,8 +600,7 @@ impl CudaEngine {
                 }
             }
         }
-        if let Some(p) = sub.prog.take() {
-            let (to_prog, ticket) = *p;
+        for (to_prog, ticket) in std::mem::take(&mut sub.prog) {
             match ticket.wait() {
                 Some(reply) => {
                     for ((&k, bytes), taken) in to_prog.iter().zip(reply.bytes).zip(reply.taken) {
