@@ -413,6 +413,11 @@ for phase in "${phases[@]}"; do
       # The scan kernels alone at the new defaults, both sets.
       scan_bench imagenet-size --sequential
       scan_bench full --sequential
+      # Decode-only on the kernel route (issue 16's ceiling, for the
+      # candidate default): the sequential files on the scan kernels, the
+      # engine's share beside them, new in session 38.
+      GPUFEED_SHARE_LOG=1 step decode-bench-kernels 120 "$bin/gpufeed" decode-bench "$data" \
+        --batch 256 --iters 20 --hardware-share 0,auto,1 --sequential-kernels
       # In flight, and the engine's shares beside the kernels.
       step bench-cuda-sequential-sweep 150 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \

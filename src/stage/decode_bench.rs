@@ -25,6 +25,9 @@ pub struct DecodeBench {
     share: crate::decode::nvjpeg::Share,
     /// Engine calls per batch, each on a lane of its own, in flight at once.
     engine_calls: usize,
+    /// gpufeed's scan kernels for (progressive, sequential) files
+    /// ([`with_kernels`](Self::with_kernels)).
+    kernels: (bool, bool),
 }
 
 impl std::fmt::Debug for DecodeBench {
@@ -120,7 +123,34 @@ impl DecodeBench {
             counts: Default::default(),
             share,
             engine_calls,
+            kernels: (false, false),
         })
+    }
+
+    /// Decode progressive files and/or the CUDA share's sequential ones
+    /// with gpufeed's scan kernels at lanes of their own, as the
+    /// pipeline's `progressive_kernels` and `sequential_kernels` do (the
+    /// lanes plan each file, as `GPUFEED_PLAN_ON_WORKERS=0` has them do
+    /// in a pipeline): the kernel routes' decode-only rate (issue 16).
+    /// Where the kernels cannot be made, this says why on stderr and
+    /// nvJPEG decodes those files, as in a pipeline.
+    pub fn with_kernels(mut self, progressive: bool, sequential: bool) -> Result<DecodeBench> {
+        if !(progressive || sequential) {
+            return Ok(self);
+        }
+        let ledgers = super::routes::Ledgers {
+            route: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
+            pool: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
+            pinned_wait: Default::default(),
+            progressive_busy: Default::default(),
+        };
+        let kinds = super::KernelLanes::new(progressive, sequential);
+        self.route
+            .add_progressive(&self.engine, &ledgers, None, kinds);
+        if self.route.has_progressive() {
+            self.kernels = (progressive, sequential);
+        }
+        Ok(self)
     }
 
     /// Device name, and whether the hardware JPEG engine is used.
@@ -150,6 +180,7 @@ impl DecodeBench {
         let n = self.jpegs.len();
         let engine = self.route.has_hardware();
         let mut to_engine = Vec::new();
+        let mut to_kernels = Vec::new();
         let mut to_cuda = Vec::new();
         let mut at = 0;
         let mut pixels = 0;
@@ -160,16 +191,22 @@ impl DecodeBench {
             pixels += u64::from(w) * u64::from(h);
             // A fixed draw per distinct image, as the pipeline's.
             let draw = crate::decode::nvjpeg::hardware_draw(0, 0, i as u64);
+            let engine_takes = self.share.route(engine, engine_ok, draw);
+            let kernels = if progressive {
+                self.kernels.0
+            } else {
+                self.kernels.1 && !engine_takes
+            };
             let job = super::cuda::JpegJob {
                 bytes: std::mem::take(bytes),
                 width: w,
                 height: h,
                 at,
                 roi: None,
-                to_engine: self.share.route(engine, engine_ok, draw),
+                to_engine: engine_takes,
                 // Whole images: no window to pad.
                 mcu: (16, 16),
-                kernels: progressive,
+                kernels,
                 // The lane plans: decode-bench times the decode as a
                 // whole.
                 plan: None,
@@ -180,6 +217,8 @@ impl DecodeBench {
                 // Its worker cost in a pipeline: a parse, not counted here.
                 self.share.task(std::time::Duration::ZERO, true, None);
                 to_engine.push((k, job));
+            } else if job.kernels {
+                to_kernels.push((k, job));
             } else {
                 to_cuda.push((k, job));
             }
@@ -193,6 +232,15 @@ impl DecodeBench {
         let mut to_engine = to_engine.into_iter().peekable();
         while to_engine.peek().is_some() {
             let (ks, jobs): (Vec<usize>, Vec<_>) = to_engine.by_ref().take(per_call).unzip();
+            let sub =
+                self.engine
+                    .submit_jpegs(&self.arena, jobs, &mut self.route, &mut self.counts)?;
+            subs.push((ks, sub));
+        }
+        // The scan kernels' files, at their lanes (`NvRoute::submit_jpegs`
+        // sends them there, by kind).
+        if !to_kernels.is_empty() {
+            let (ks, jobs): (Vec<usize>, Vec<_>) = to_kernels.into_iter().unzip();
             let sub =
                 self.engine
                     .submit_jpegs(&self.arena, jobs, &mut self.route, &mut self.counts)?;
@@ -315,5 +363,10 @@ impl DecodeBench {
     /// Images decoded per route so far: hardware engine, CUDA, CPU.
     pub fn routes(&self) -> (u64, u64, u64) {
         (self.counts.hardware, self.counts.cuda, self.counts.cpu)
+    }
+
+    /// Images the scan kernels decoded so far ([`with_kernels`](Self::with_kernels)).
+    pub fn decoded_by_kernels(&self) -> u64 {
+        self.counts.progressive
     }
 }

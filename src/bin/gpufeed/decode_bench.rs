@@ -30,6 +30,15 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [1u64],
           value_parser = clap::value_parser!(u64).range(1..=64))]
     engine_calls: Vec<u64>,
+    /// Decode progressive files with gpufeed's scan kernels, as the
+    /// pipeline's `progressive_kernels` (`GPUFEED_PROGRESSIVE_GPU=1`).
+    #[arg(long)]
+    progressive_kernels: bool,
+    /// Decode the CUDA share's sequential files with gpufeed's scan
+    /// kernels, as the pipeline's `sequential_kernels`
+    /// (`GPUFEED_SEQUENTIAL_GPU=1`): the kernel route's decode-only rate.
+    #[arg(long)]
+    sequential_kernels: bool,
     /// Print one JSON array.
     #[arg(long)]
     json: bool,
@@ -72,11 +81,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             fixed,
             threads,
             calls,
-        )?;
+        )?
+        .with_kernels(args.progressive_kernels, args.sequential_kernels)?;
         for _ in 0..2 {
             b.run_batch()?;
         }
-        let warm = b.routes();
+        let (warm, warm_kernels) = (b.routes(), b.decoded_by_kernels());
         let engine0 = b.engine_time();
         let (cpu0, t0) = (super::procstat::cpu_seconds(), Instant::now());
         let mut pixels = 0;
@@ -93,6 +103,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         );
         let r = b.routes();
         let (hw, cuda, cpu_fb) = (r.0 - warm.0, r.1 - warm.1, r.2 - warm.2);
+        let kernels = b.decoded_by_kernels() - warm_kernels;
         let engine1 = b.engine_time();
         let ms = |k: usize| (engine1[k].1 - engine0[k].1).as_secs_f64() * 1e3;
         let (inits, init_ms, call_ms) = (engine1[0].0 - engine0[0].0, ms(0), ms(1));
@@ -103,13 +114,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "images": images, "seconds": secs, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
+            "decoded_kernels": kernels,
             "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
             "hardware_decoder": engine,
         });
         if !args.json {
             println!(
                 "{}: share {share}{}, {calls} engine call(s) per batch, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
-                 (hardware {hw}, CUDA {cuda}, CPU {cpu_fb}; engine state re-initialized {inits} \
+                 (hardware {hw}, CUDA {cuda}, scan kernels {kernels}, CPU {cpu_fb}; engine state re-initialized {inits} \
                  times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
                 b.describe(),
                 match share {
