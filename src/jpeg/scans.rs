@@ -313,6 +313,15 @@ fn next_ff(data: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// `given` (a worker's plan of `data`, `handoff::Jpeg::plan`), else the
+/// plan of `data` made here: what the scan kernels' lanes decode from.
+pub(crate) fn given_or_planned(given: Option<Box<Plan>>, data: &[u8]) -> Result<Plan, SampleError> {
+    match given {
+        Some(p) => Ok(*p),
+        None => plan(data, u64::MAX),
+    }
+}
+
 /// Plan the scans of `data`, a Huffman JPEG (progressive or sequential,
 /// 8-bit) of at most `max_pixels` pixels.
 pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {

@@ -134,9 +134,9 @@ impl DecodeBench {
     /// in a pipeline): the kernel routes' decode-only rate (issue 16).
     /// Where the kernels cannot be made, this says why on stderr and
     /// nvJPEG decodes those files, as in a pipeline.
-    pub fn with_kernels(mut self, progressive: bool, sequential: bool) -> Result<DecodeBench> {
+    pub fn with_kernels(mut self, progressive: bool, sequential: bool) -> DecodeBench {
         if !(progressive || sequential) {
-            return Ok(self);
+            return self;
         }
         let ledgers = super::routes::Ledgers {
             route: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
@@ -150,7 +150,7 @@ impl DecodeBench {
         if self.route.has_progressive() {
             self.kernels = (progressive, sequential);
         }
-        Ok(self)
+        self
     }
 
     /// Device name, and whether the hardware JPEG engine is used.

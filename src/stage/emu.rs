@@ -234,12 +234,8 @@ fn kernels_decode(
     plan: Option<Box<crate::jpeg::scans::Plan>>,
     out: &mut [u8],
 ) -> bool {
-    let p = match plan {
-        Some(p) => *p,
-        None => match crate::jpeg::scans::plan(data, u64::MAX) {
-            Ok(p) => p,
-            Err(_) => return false,
-        },
+    let Ok(p) = crate::jpeg::scans::given_or_planned(plan, data) else {
+        return false;
     };
     (p.width, p.height) == size
         && crate::cuda::pixels::emu_decode(&p, data, out)

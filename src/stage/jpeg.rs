@@ -262,20 +262,16 @@ impl DeviceStage {
                     Some(prog) => {
                         let (p, rest): (Vec<_>, Vec<_>) =
                             entries.into_iter().zip(jobs).partition(|(_, j)| j.kernels);
-                        let (k, mut p): (Vec<usize>, Vec<Option<JpegJob>>) =
-                            p.into_iter().map(|(k, j)| (k, Some(j))).unzip();
-                        let at: Vec<usize> = (0..k.len()).collect();
-                        let kinds = route
-                            .prog_kinds
-                            .split(at, |i| p[i].as_ref().is_some_and(|j| j.progressive));
-                        for (group, among, turn) in kinds {
+                        for (group, among, turn) in
+                            route.prog_kinds.split(p, |(_, j)| j.progressive)
+                        {
                             if group.is_empty() {
                                 continue;
                             }
-                            let calls = group.iter().filter_map(|&i| p[i].take()).map(job);
-                            let t = prog.submit_among(calls.collect(), among, turn);
-                            g.flight
-                                .push(Flight::EmuProg(t, group.iter().map(|&i| k[i]).collect()));
+                            let (k, p): (Vec<usize>, Vec<JpegJob>) = group.into_iter().unzip();
+                            let t =
+                                prog.submit_among(p.into_iter().map(job).collect(), among, turn);
+                            g.flight.push(Flight::EmuProg(t, k));
                         }
                         rest.into_iter().unzip()
                     }

@@ -52,21 +52,21 @@ impl KernelLanes {
         }
     }
 
-    /// The calls for the files `ks` (`progressive(k)`: file k is), each
+    /// The calls for the files `files` (`progressive(f)`: f is one), each
     /// with the lanes it may go to and its kind's turn count for
     /// `Lanes::submit_among`: one call, or with both kinds on one per kind
     /// (sequential first; either may be empty).
-    pub(crate) fn split(
+    pub(crate) fn split<T>(
         &mut self,
-        ks: Vec<usize>,
-        progressive: impl Fn(usize) -> bool,
-    ) -> Vec<(Vec<usize>, std::ops::Range<usize>, &mut usize)> {
+        files: Vec<T>,
+        progressive: impl Fn(&T) -> bool,
+    ) -> Vec<(Vec<T>, std::ops::Range<usize>, &mut usize)> {
         let n = self.per_kind;
         let [seq_turn, prog_turn] = &mut self.turns;
         if !self.both {
-            return vec![(ks, 0..n, seq_turn)];
+            return vec![(files, 0..n, seq_turn)];
         }
-        let (prog, seq): (Vec<usize>, Vec<usize>) = ks.into_iter().partition(|&k| progressive(k));
+        let (prog, seq): (Vec<T>, Vec<T>) = files.into_iter().partition(|f| progressive(f));
         vec![(seq, 0..n, seq_turn), (prog, n..2 * n, prog_turn)]
     }
 }

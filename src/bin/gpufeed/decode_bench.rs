@@ -82,7 +82,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             threads,
             calls,
         )?
-        .with_kernels(args.progressive_kernels, args.sequential_kernels)?;
+        .with_kernels(args.progressive_kernels, args.sequential_kernels);
         for _ in 0..2 {
             b.run_batch()?;
         }

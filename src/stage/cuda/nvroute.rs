@@ -512,7 +512,7 @@ impl CudaEngine {
             to_cuda.into_iter().partition(|&k| prog && jobs[k].kernels);
         let mut prog_tickets = Vec::new();
         if let Some(l) = route.prog.as_ref() {
-            for (group, among, turn) in route.prog_kinds.split(to_prog, |k| jobs[k].progressive) {
+            for (group, among, turn) in route.prog_kinds.split(to_prog, |&k| jobs[k].progressive) {
                 if group.is_empty() {
                     continue;
                 }

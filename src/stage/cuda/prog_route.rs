@@ -28,7 +28,7 @@ use crate::cuda::pixels::converts;
 use crate::cuda::prog_batch::Buffers;
 use crate::decode::nvjpeg::{Kind, Ledger};
 use crate::error::{Error, Result};
-use crate::jpeg::scans::{Plan, plan};
+use crate::jpeg::scans::{Plan, given_or_planned};
 
 /// One progressive file for a lane: its bytes and where its RGB8 goes
 /// (`width * 3` bytes a row, in an arena with room for the whole image).
@@ -106,10 +106,7 @@ fn run_lane(lane: &mut ProgLane, mut jobs: Vec<ProgJob>) -> ProgReply {
             .iter_mut()
             .enumerate()
             .filter_map(|(k, j)| {
-                let p = match j.plan.take() {
-                    Some(p) => *p,
-                    None => plan(&j.bytes, u64::MAX).ok()?,
-                };
+                let p = given_or_planned(j.plan.take(), &j.bytes).ok()?;
                 ((p.width, p.height) == (j.width, j.height) && converts(&p)).then_some((k, p))
             })
             .unzip();
