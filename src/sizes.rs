@@ -103,6 +103,14 @@ impl Sizes {
         usize::MAX
     }
 
+    /// The bound on kept buffers, once known and finite.
+    pub(crate) fn bound(&self) -> Option<usize> {
+        match self.keep.load(Relaxed) {
+            0 | usize::MAX => None,
+            keep => Some(keep),
+        }
+    }
+
     /// The size buffers are grown to: the largest need so far, at most the
     /// bound once it is known. A buffer of larger capacity is not kept.
     pub(crate) fn size(&self) -> usize {

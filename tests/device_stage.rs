@@ -55,6 +55,9 @@ common::tests!(
     emu_abandoned_epochs_return_their_slots,
     gpu_abandoned_epochs_return_their_slots,
     gpu_nvjpeg_route_matches_the_cpu_backend,
+    #[cfg(feature = "kernel-emu")]
+    emu_engine_reads_page_locked_blocks,
+    gpu_engine_reads_page_locked_blocks,
     gpu_decoder_memory_is_counted_and_bounded,
     #[cfg(feature = "kernel-emu")]
     emu_trace_shows_the_device_stage,
@@ -526,6 +529,22 @@ device_test!(
 /// bug shows as garbage, far below this.
 fn gpu_nvjpeg_route_matches_the_cpu_backend() -> Outcome {
     gpu()?;
+    // Half to the engine (the default sends all it takes), so that both
+    // nvJPEG routes and their overlap run.
+    let (dev, _) = nvjpeg_as_cpu(0.5, 2);
+    let s = dev.stats();
+    assert!(
+        s.decoded_hardware + s.decoded_cuda > 0,
+        "nvJPEG decoded nothing"
+    );
+    Ok(())
+}
+
+/// `epochs` of the sample on the nvJPEG route at engine share `share`,
+/// each batch within the PSNR of `gpu_nvjpeg_route_matches_the_cpu_backend`
+/// of the CPU backend's; returns the pipeline and its read buffers'
+/// page-locked bytes after each epoch.
+fn nvjpeg_as_cpu(share: f32, epochs: u64) -> (Pipeline, Vec<u64>) {
     let f = |b: PipelineBuilder| {
         b.dtype(DType::U8)
             .normalize(None)
@@ -533,15 +552,13 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() -> Outcome {
             .batch_size(8)
     };
     let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
-    // Half to the engine (the default sends all it takes), so that both
-    // nvJPEG routes and their overlap run.
     let mut dev = f(base(sample(), Device::Cuda(0)))
         .gpu_decode(true)
-        .hardware_decode_share(0.5)
+        .hardware_decode_share(share)
         .build()
         .unwrap();
-    let mut worst = f64::INFINITY;
-    for epoch in 0..2 {
+    let (mut worst, mut pinned) = (f64::INFINITY, Vec::new());
+    for epoch in 0..epochs {
         let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
         let mut n = 0;
         for (g, w) in dev.epoch(epoch).zip(&want) {
@@ -562,20 +579,64 @@ fn gpu_nvjpeg_route_matches_the_cpu_backend() -> Outcome {
             assert!(psnr >= 30.0, "epoch {epoch}: batch PSNR {psnr:.1} dB");
         }
         assert_eq!(n, want.len(), "epoch {epoch}: batch count");
+        pinned.push(dev.memory().read_buffer_pinned_bytes);
     }
     let s = dev.stats();
     println!(
-        "{}: worst batch PSNR {worst:.1} dB; decoded by hardware {}, CUDA {}, CPU fallback {}",
+        "{}, share {share}: worst batch PSNR {worst:.1} dB; decoded by hardware {}, CUDA {}, \
+         CPU fallback {}; page-locked read buffers after each epoch {pinned:?} B",
         dev.backend(),
         s.decoded_hardware,
         s.decoded_cuda,
         s.decoded_cpu_fallback
     );
-    assert!(
-        s.decoded_hardware + s.decoded_cuda > 0,
-        "nvJPEG decoded nothing"
-    );
+    (dev, pinned)
+}
+
+/// On the engine route the readers read into page-locked blocks (issue
+/// 16, item 4), made once 256 files were read (the tenth epoch of these
+/// 28), and the engine decodes from them as from heap memory.
+fn gpu_engine_reads_page_locked_blocks() -> Outcome {
+    gpu()?;
+    let (dev, pinned) = nvjpeg_as_cpu(1.0, 12);
+    if dev.stats().decoded_hardware == 0 {
+        assert!(pinned.iter().all(|&b| b == 0), "no engine, no blocks");
+        return Err(common::NotRun(
+            "this GPU has no hardware JPEG engine".into(),
+        ));
+    }
+    assert_eq!(pinned[8], 0, "no blocks before the 256th file: {pinned:?}");
+    assert!(pinned[9] > 0, "blocks from the 256th file: {pinned:?}");
+    assert!(pinned[9..].iter().all(|&b| b == pinned[9]), "{pinned:?}");
     Ok(())
+}
+
+/// The emulated twin: bit for bit the CPU backend's batches before and
+/// after the readers move to page-locked blocks, and with another reader
+/// (`read_bytes`), which fills heap buffers, none.
+#[cfg(feature = "kernel-emu")]
+fn emu_engine_reads_page_locked_blocks() {
+    for own_reader in [false, true] {
+        let mut cpu = base(sample(), Device::Cpu).build().unwrap();
+        let dev = base(sample(), Device::Emulated).hardware_decode_share(1.0);
+        let mut dev = match own_reader {
+            true => dev.read_bytes(gpufeed::reader::FileReader),
+            false => dev,
+        }
+        .build()
+        .unwrap();
+        common::each_batch_as_cpu(&mut cpu, &mut dev, 12, |g, w, what| {
+            close(&g.images().to_host().unwrap(), w.images(), true, what);
+        });
+        let m = dev.memory();
+        assert!(dev.stats().decoded_hardware > 0);
+        if own_reader {
+            assert_eq!(m.read_buffer_pinned_bytes, 0, "{m:?}");
+        } else {
+            assert!(m.read_buffer_pinned_bytes > 0, "{m:?}");
+            assert_eq!(m.read_buffer_bytes, m.read_buffer_pinned_bytes, "{m:?}");
+        }
+    }
 }
 
 /// nvJPEG's memory (issue 16, item 5): its allocations are counted in

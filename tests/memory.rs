@@ -77,7 +77,7 @@ fn sixty_epochs(device: Device) {
     let pools = p.memory().pools();
     let (mut rss, mut raw, mut live, mut dec) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut allocs = Vec::new();
-    let mut host = Vec::new();
+    let (mut host, mut pinned) = (Vec::new(), Vec::new());
     let epochs: u64 = std::env::var("GPUFEED_EPOCHS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -93,6 +93,7 @@ fn sixty_epochs(device: Device) {
         dec.push((m.decoder_pinned_bytes + m.decoder_device_bytes) / 1024);
         allocs.push(p.stats().decoder_allocations);
         host.push((m.read_buffer_bytes, m.worker_scratch_bytes));
+        pinned.push(m.read_buffer_pinned_bytes);
     }
     let n = rss.len();
     println!(
@@ -133,7 +134,11 @@ fn sixty_epochs(device: Device) {
     }
     // The read buffers reach their size by the second epoch (every buffer
     // of the window has held the largest file by then) and never change
-    // after it. On the CPU backend both workers decode from the first
+    // after it; on the engine route (the emulated device's default, and a
+    // GPU's with a hardware engine) they change once more, when the pool
+    // trades them for page-locked blocks, all made at once after the
+    // 256th file (`reader::BufferPool`): 28 files an epoch here, so in the
+    // tenth epoch. On the CPU backend both workers decode from the first
     // epoch, their scratch grows to the largest image by the second, and
     // after that only the resampler's taps grow, with the widest crop
     // drawn so far (3.5 KiB at epoch 3 here). On a device the workers
@@ -144,10 +149,37 @@ fn sixty_epochs(device: Device) {
     let cpu = device == Device::Cpu;
     assert!(host[0].0 > 0, "read buffers counted: {host:?}");
     assert!(!cpu || host[0].1 > 0, "workers' scratch counted: {host:?}");
+    let pin_at = pinned.iter().position(|&b| b > 0);
+    #[cfg(feature = "kernel-emu")]
+    if device == Device::Emulated && n > 10 {
+        assert_eq!(pin_at, Some(9), "page-locked read buffers: {pinned:?}");
+    }
+    if cpu {
+        assert_eq!(
+            pin_at, None,
+            "page-locked read buffers on the CPU: {pinned:?}"
+        );
+    }
+    let settled_at = pin_at.unwrap_or(1).max(1);
     assert!(
-        host[2..].iter().all(|&h| h.0 == host[1].0
-            && h.1 <= 8 << 20
-            && (!cpu || h.1 <= host[1].1 + (64 << 10))),
+        pinned[settled_at..]
+            .iter()
+            .all(|&b| b == pinned[settled_at]),
+        "page-locked read buffers made more than once: {pinned:?}"
+    );
+    assert!(
+        host[settled_at + 1..]
+            .iter()
+            .all(|&h| h.0 == host[settled_at].0),
+        "read buffers changed after epoch {}: {host:?}",
+        settled_at + 1
+    );
+    assert!(
+        host[2..]
+            .iter()
+            .all(|&h| h.0 <= host[1].0.max(pinned[n - 1])
+                && h.1 <= 8 << 20
+                && (!cpu || h.1 <= host[1].1 + (64 << 10))),
         "host buffers grew after epoch 2: {host:?}"
     );
     // A leak of even one 64x64 f16 sample per epoch (24 KiB) shows here:

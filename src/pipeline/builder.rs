@@ -9,7 +9,7 @@ pub use crate::config::OnError;
 use crate::decode::{CpuBackend, CpuDecoder};
 use crate::error::{Error, Result};
 use crate::jpeg::DEFAULT_MAX_PIXELS;
-use crate::reader::{FileReader, ReadBytes};
+use crate::reader::ReadBytes;
 use crate::sampler::ShardMode;
 use crate::source::Source;
 use crate::stage::Engine;
@@ -81,7 +81,7 @@ pub struct PipelineBuilder {
     apply_orientation: bool,
     cpu_backend: CpuBackend,
     staging_bytes: Option<usize>,
-    io: Arc<dyn ReadBytes>,
+    io: Option<Arc<dyn ReadBytes>>,
     gpu_decode: bool,
     hardware_share: f32,
     hardware_share_auto: bool,
@@ -125,7 +125,7 @@ impl Default for PipelineBuilder {
             apply_orientation: true,
             cpu_backend: CpuBackend::Zune,
             staging_bytes: None,
-            io: Arc::new(FileReader),
+            io: None,
             gpu_decode: true,
             hardware_share: DEFAULT_HARDWARE_SHARE,
             hardware_share_auto: false,
@@ -527,10 +527,14 @@ impl PipelineBuilder {
         self
     }
 
-    /// Where the reader threads get bytes. Default [`FileReader`] (the
-    /// local file system).
+    /// Where the reader threads get bytes. Default
+    /// [`FileReader`](crate::reader::FileReader) (the local file system),
+    /// whose reads go straight into the readers' buffers, page-locked ones
+    /// where the hardware JPEG engine decodes (its copies to the device
+    /// then read them without a CPU copy); another reader fills heap
+    /// buffers.
     pub fn read_bytes(mut self, io: impl ReadBytes + 'static) -> Self {
-        self.io = Arc::new(io);
+        self.io = Some(Arc::new(io));
         self
     }
 

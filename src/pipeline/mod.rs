@@ -77,7 +77,7 @@ impl Pipeline {
         config: Config,
         decoders: Vec<CpuDecoder>,
         engine: Option<Engine>,
-        io: Arc<dyn crate::reader::ReadBytes>,
+        io: Option<Arc<dyn crate::reader::ReadBytes>>,
         began: std::time::Instant,
     ) -> Result<Pipeline> {
         let window = config.window();
@@ -111,8 +111,22 @@ impl Pipeline {
         // those the full pool has no room for when they come back are
         // freed, so the buffers are the window's plus the decoding groups'
         // samples. The pool sizes them (`reader::BufferPool`).
+        //
+        // On the engine route the buffers are page-locked blocks (issue 16,
+        // item 4: the engine's copies read them by DMA), enough for every
+        // buffer that can be out at once: the window's and the decoding
+        // groups'. Only the default reader fills them in place; local
+        // sources only (remote readers copy from their requests' bytes).
+        let pinning = stage
+            .as_deref()
+            .and_then(DeviceStage::read_pinning)
+            .filter(|_| io.is_none() && !remote(&source))
+            .map(|alloc| crate::reader::Pinning {
+                alloc,
+                blocks: window + config.in_flight * config.batch_size,
+            });
         let pools = Pools {
-            bytes: BufferPool::new(window),
+            bytes: BufferPool::new(window, pinning),
         };
         let shared = Arc::new(Shared {
             source,
@@ -275,6 +289,17 @@ impl Pipeline {
 /// from the first epoch: one per batch that can exist at once while the
 /// trainer holds one (`prefetch` queued, one being filled, the trainer's).
 /// A trainer keeping more makes more; the pool keeps this many.
+/// Whether `source` reads its shards from an object store.
+fn remote(source: &Source) -> bool {
+    #[cfg(feature = "object-store")]
+    return source.store().is_some();
+    #[cfg(not(feature = "object-store"))]
+    {
+        let _ = source;
+        false
+    }
+}
+
 fn host_batches(cfg: &Config, cpu: bool) -> Result<BatchPool> {
     let n = cfg.prefetch + 2;
     let pool = bounded(n);

@@ -26,7 +26,7 @@ use crate::augment::photo::photo_params;
 use crate::decode::{CpuDecoder, Image};
 use crate::error::SampleError;
 use crate::jpeg::parse_header;
-use crate::reader::{BufferPool, PooledBytes, ReadBytes};
+use crate::reader::{BufferPool, PooledBytes, ReadBuf, ReadBytes};
 use crate::sizes::Sizes;
 use crate::source::Source;
 use crate::stage::handoff::{Jpeg, Region, crop_window, shift};
@@ -40,7 +40,10 @@ pub(crate) struct Shared {
     /// Bumped when an epoch is abandoned: tasks of an older generation are
     /// answered without doing the work.
     pub(crate) generation: AtomicU64,
-    pub(crate) io: Arc<dyn ReadBytes>,
+    /// The reader set by `PipelineBuilder::read_bytes`; `None`: the
+    /// default's reads, straight into the pool's buffers (page-locked ones
+    /// on the engine route).
+    pub(crate) io: Option<Arc<dyn ReadBytes>>,
     /// The sizes of the images decoded (RGB bytes): each worker's image
     /// buffer is grown at once to the largest so far, so that it reaches
     /// its final size within the first epoch instead of creeping up over
@@ -83,6 +86,7 @@ impl Shared {
     pub(crate) fn memory(&self, stage: Option<&crate::stage::DeviceStage>) -> crate::stage::Memory {
         crate::stage::Memory {
             read_buffer_bytes: self.read_buffers.bytes(),
+            read_buffer_pinned_bytes: self.read_buffers.pinned_bytes(),
             worker_scratch_bytes: self.scratch_bytes.load(Ordering::Relaxed),
             ..stage
                 .map(crate::stage::DeviceStage::memory)
@@ -192,9 +196,11 @@ pub(crate) fn reader_loop(
         let t0 = Instant::now();
         let max = shared.config.max_file_bytes;
         let res = crate::contain::contained(|| {
+            let io = shared.io.as_deref();
+            let mut sink = pools.bytes.sink(&mut buf);
             shared
                 .source
-                .read_with(&*shared.io, task.index as usize, &mut buf, max)
+                .read_with(io, task.index as usize, &mut sink, max)
         })
         .unwrap_or_else(|m| Err(SampleError::Panic(format!("reader: {m}"))));
         if !send_read(&shared, &pools, &out, task, t0, true, res.map(|()| buf)) {
@@ -212,7 +218,7 @@ fn send_read(
     task: Task,
     t0: Instant,
     own_time: bool,
-    bytes: Result<Vec<u8>, SampleError>,
+    bytes: Result<ReadBuf, SampleError>,
 ) -> bool {
     if own_time {
         Counters::add_time(&shared.counters.read_ns, t0.elapsed());
@@ -260,7 +266,7 @@ fn remote_reader_loop(
         }
         let t0 = Instant::now();
         let mut wanted = Vec::new();
-        let mut answers: Vec<Option<Result<Vec<u8>, SampleError>>> = Vec::new();
+        let mut answers: Vec<Option<Result<ReadBuf, SampleError>>> = Vec::new();
         for task in &group {
             let answer = if shared.is_stale(task.generation) {
                 let _ = done.send(Done {
@@ -280,7 +286,7 @@ fn remote_reader_loop(
                     })),
                     Some((_, m)) => {
                         wanted.push((answers.len(), (m.shard, m.offset, m.len)));
-                        Some(Ok(Vec::new()))
+                        Some(Ok(ReadBuf::default()))
                     }
                     None => Some(Err(SampleError::Corrupt("not a shard member".into()))),
                 }
@@ -304,9 +310,13 @@ fn remote_reader_loop(
         });
         for (&(at, _), r) in wanted.iter().zip(got) {
             answers[at] = Some(r.map(|b| {
+                use crate::reader::Sink;
                 let mut buf = pools.bytes.take();
-                buf.clear();
-                buf.extend_from_slice(&b);
+                pools
+                    .bytes
+                    .sink(&mut buf)
+                    .with_len(b.len())
+                    .copy_from_slice(&b);
                 buf
             }));
         }

@@ -334,15 +334,18 @@ impl Source {
         buf: &mut Vec<u8>,
         max_bytes: u64,
     ) -> std::result::Result<(), crate::error::SampleError> {
-        self.read_with(&crate::reader::FileReader, index, buf, max_bytes)
+        self.read_with(None, index, buf, max_bytes)
     }
 
-    /// [`Source::read`] with local bytes from `io`.
-    pub(crate) fn read_with(
+    /// [`Source::read`] into `buf`, with local bytes from `io`, or straight
+    /// from the file system where `io` is `None` (the default
+    /// [`FileReader`](crate::reader::FileReader)'s reads, into any sink:
+    /// the readers' page-locked blocks).
+    pub(crate) fn read_with<S: crate::reader::Sink + ?Sized>(
         &self,
-        io: &dyn crate::reader::ReadBytes,
+        io: Option<&dyn crate::reader::ReadBytes>,
         index: usize,
-        buf: &mut Vec<u8>,
+        buf: &mut S,
         max_bytes: u64,
     ) -> std::result::Result<(), crate::error::SampleError> {
         use crate::error::SampleError;
@@ -367,13 +370,21 @@ impl Source {
                         got.results.into_iter().next().ok_or_else(|| {
                             SampleError::Corrupt("the store gave no answer".into())
                         })??;
-                    buf.clear();
-                    buf.extend_from_slice(&bytes);
+                    buf.with_len(bytes.len()).copy_from_slice(&bytes);
                     return Ok(());
                 }
-                io.read_range(shard, m.offset, m.len, buf, max_bytes)
+                match io {
+                    Some(io) => io.read_range(shard, m.offset, m.len, buf.vec(), max_bytes),
+                    None => crate::reader::read_range(shard, m.offset, m.len, buf, max_bytes),
+                }
             }
-            None => io.read(&self.samples[index].path, buf, max_bytes),
+            None => {
+                let path = &self.samples[index].path;
+                match io {
+                    Some(io) => io.read(path, buf.vec(), max_bytes),
+                    None => crate::reader::read_file(path, buf, max_bytes),
+                }
+            }
         }
     }
 

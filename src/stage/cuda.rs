@@ -69,6 +69,70 @@ impl Pinned {
     }
 }
 
+// SAFETY: a shared `&Pinned` gives plain reads of host memory, which any
+// thread may make (CUDA Driver API, cuMemHostAlloc: the memory is
+// ordinary host memory, page-locked); writes need `&mut`, or, for a
+// slab's parts (`SlabPart`), a part of their own.
+unsafe impl Sync for Pinned {}
+
+/// The readers' page-locked blocks (issue 16, item 4), in the stage's
+/// context: parts of one slab, made in one `cuMemHostAlloc` call (each
+/// call serialises the device's streams). nvJPEG's hardware decode copies
+/// each file by DMA from them; the engine lane keeps a file's buffer until
+/// the call's completion event (`nvroute.rs`), so a reader refills it only
+/// after that copy.
+#[derive(Debug)]
+pub(crate) struct PinnedReads(Arc<CudaContext>);
+
+impl PinnedReads {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> PinnedReads {
+        PinnedReads(ctx.clone())
+    }
+}
+
+impl crate::reader::PinAlloc for PinnedReads {
+    fn alloc(
+        &self,
+        count: usize,
+        bytes: usize,
+    ) -> Option<Vec<Box<dyn crate::reader::PinnedBlock>>> {
+        let slab = Arc::new(Pinned::new(&self.0, count.checked_mul(bytes)?).ok()?);
+        Some(
+            (0..count)
+                .map(|i| -> Box<dyn crate::reader::PinnedBlock> {
+                    Box::new(SlabPart {
+                        slab: slab.clone(),
+                        at: i * bytes,
+                        len: bytes,
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// `len` bytes of a slab from `at`: the parts of a slab never overlap.
+struct SlabPart {
+    slab: Arc<Pinned>,
+    at: usize,
+    len: usize,
+}
+
+impl crate::reader::PinnedBlock for SlabPart {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `at..at + len` lies in the slab (made so by
+        // `PinnedReads::alloc`), which the Arc keeps alive; no other part
+        // covers these bytes, and writes to them need `&mut self`.
+        unsafe { std::slice::from_raw_parts(self.slab.ptr.add(self.at), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; `&mut self` makes this the only reference to
+        // this part's bytes (the slab itself is never sliced whole).
+        unsafe { std::slice::from_raw_parts_mut(self.slab.ptr.add(self.at), self.len) }
+    }
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         // Errors cannot be reported from drop; a failed free leaks the

@@ -47,6 +47,39 @@ pub(super) fn emu_alloc(n: usize) -> Result<Vec<u8>> {
     Ok(v)
 }
 
+/// The emulated device's page-locked memory for the readers' blocks:
+/// heap memory, so that CI runs the pool's pinned paths and the engine
+/// route reading from them.
+#[derive(Debug)]
+pub(super) struct EmuPins;
+
+/// A heap block standing in for a page-locked one.
+struct EmuBlock(Vec<u8>);
+
+impl crate::reader::PinnedBlock for EmuBlock {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl crate::reader::PinAlloc for EmuPins {
+    fn alloc(
+        &self,
+        count: usize,
+        bytes: usize,
+    ) -> Option<Vec<Box<dyn crate::reader::PinnedBlock>>> {
+        (0..count)
+            .map(|_| -> Option<Box<dyn crate::reader::PinnedBlock>> {
+                Some(Box::new(EmuBlock(emu_alloc(bytes).ok()?)))
+            })
+            .collect()
+    }
+}
+
 /// The emulated device's kernels' track in the timeline.
 pub(super) const STAGE_TRACK: &str = "GPU: stage stream (emulated)";
 

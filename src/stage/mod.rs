@@ -419,6 +419,24 @@ impl DeviceStage {
         self.jpeg.as_ref().map(|_| self.arena)
     }
 
+    /// Page-locked memory for the readers' buffers, where the hardware
+    /// engine may decode (issue 16, item 4): its copies read the files
+    /// from the readers' buffers. `GPUFEED_PINNED_READS=0` turns it off,
+    /// to measure it.
+    pub(crate) fn read_pinning(&self) -> Option<Arc<dyn crate::reader::PinAlloc>> {
+        let engine = self
+            .worker_decode
+            .as_ref()
+            .is_some_and(|w| w.engine && w.share.may_engine());
+        if !engine || std::env::var("GPUFEED_PINNED_READS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        Some(match &self.engine {
+            Engine::Cuda(e) => Arc::new(cuda::PinnedReads::new(e.context())),
+            Engine::Emu(_) => Arc::new(emu::EmuPins),
+        })
+    }
+
     /// What the workers run of the nvJPEG route, when they run some.
     pub(crate) fn worker_decode(&self) -> Option<Arc<WorkerDecode>> {
         self.worker_decode.clone()

@@ -135,6 +135,12 @@ pub struct Memory {
     /// buffer of its own until it is decoded). A buffer a reader is
     /// filling at the moment is not counted (one per reader at most).
     pub read_buffer_bytes: u64,
+    /// The page-locked part of the read buffers, wherever they are: on the
+    /// hardware engine's route the readers read into page-locked blocks,
+    /// made once 256 files were read (sized for 19 files in 20) and kept,
+    /// at most one per buffer that can be out at once (the window's and
+    /// the decoding groups'). 0 on the other routes.
+    pub read_buffer_pinned_bytes: u64,
     /// Host memory of the CPU workers' scratch: each worker's decoded
     /// image, resampler rows and orientation scratch. They are grown at
     /// once to the largest image met so far, so that they stop growing

@@ -272,6 +272,12 @@ impl Share {
         f32::from_bits(self.bits.load(Relaxed))
     }
 
+    /// Whether any image may go to the engine: a steered share, or a
+    /// fixed one above 0.
+    pub(crate) fn may_engine(&self) -> bool {
+        self.auto.is_some() || self.get() > 0.0
+    }
+
     /// Where the engine lanes count their calls.
     pub(crate) fn engine_busy(&self) -> Arc<crate::cuda::lanes::Busy> {
         self.engine.clone()

@@ -159,6 +159,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["recipe"] = json!(args.recipe);
         out["mixup"] = json!(args.mixup);
         out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
+        out["read_buffer_pinned_bytes"] = json!(memory.read_buffer_pinned_bytes);
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
         out["decoded_progressive"] = json!(stats.decoded_progressive);
@@ -272,8 +273,10 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         );
     }
     println!(
-        "\n  host buffers at the end: {} MiB read buffers, {} MiB CPU workers' scratch",
+        "\n  host buffers at the end: {} MiB read buffers ({} MiB of them page-locked), \
+         {} MiB CPU workers' scratch",
         memory.read_buffer_bytes >> 20,
+        memory.read_buffer_pinned_bytes >> 20,
         memory.worker_scratch_bytes >> 20
     );
     if memory.slots > 0 {
