@@ -39,6 +39,9 @@ pub(crate) struct Pinning {
     /// (the window's, plus the samples of the decode groups in flight,
     /// which keep theirs until their decode lands).
     pub(crate) blocks: usize,
+    /// The most bytes they may take together: fewer blocks where the
+    /// files are large (multi-megapixel photos), the rest heap buffers.
+    pub(crate) bytes: usize,
 }
 
 /// A read buffer: heap memory, or a page-locked block holding `len`

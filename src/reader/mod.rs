@@ -172,7 +172,8 @@ fn read_at_into<S: Sink + ?Sized>(
 /// 96 MiB (docs/BENCHMARKS.md, "Read buffers").
 ///
 /// With [`Pinning`] (the engine route) the pool makes `Pinning::blocks`
-/// page-locked blocks of that bound once it is known (256 files in), in
+/// page-locked blocks of that bound once it is known (256 files in), or
+/// as many as fit in `Pinning::bytes`, in
 /// place of the heap buffers, and keeps them: a file larger than a block
 /// is read into heap memory, and a block is never grown, shrunk or freed
 /// while the pool lives (freeing page-locked memory waits for the device;
@@ -212,15 +213,17 @@ struct Book {
     lent: AtomicU64,
     /// Bytes of the page-locked blocks.
     pinned_bytes: AtomicU64,
-    /// `PIN_NONE` until the blocks are made (`PIN_MADE`) or the driver
-    /// refused them (`PIN_REFUSED`: the pool asks no more).
+    /// `PIN_NONE` until the blocks are made (`PIN_ALL`, `PIN_SOME`) or
+    /// the driver refused them (`PIN_REFUSED`: the pool asks no more).
     pin_state: AtomicU8,
 }
 
 const PIN_NONE: u8 = 0;
 const PIN_MAKING: u8 = 1;
-const PIN_MADE: u8 = 2;
-const PIN_REFUSED: u8 = 3;
+/// Made: one block per buffer, or fewer (`Pinning::bytes`).
+const PIN_ALL: u8 = 2;
+const PIN_SOME: u8 = 3;
+const PIN_REFUSED: u8 = 4;
 
 /// A reading of a pool's buffers' capacity, kept by whoever reports
 /// memory.
@@ -311,7 +314,11 @@ impl BufferPool {
         {
             return;
         }
-        let Some(blocks) = p.with.alloc.alloc(p.with.blocks, size) else {
+        let count = p.with.blocks.min(p.with.bytes / size);
+        let made = (count > 0)
+            .then(|| p.with.alloc.alloc(count, size))
+            .flatten();
+        let Some(blocks) = made else {
             b.pin_state.store(PIN_REFUSED, Release);
             return;
         };
@@ -320,13 +327,21 @@ impl BufferPool {
         for block in blocks {
             let _ = self.push(ReadBuf::pinned(block));
         }
-        b.pin_state.store(PIN_MADE, Release);
-        while self.pop(&self.rx).is_some() {}
+        // Fewer blocks than buffers (large files): the heap buffers serve
+        // the rest, pooled as before.
+        let all = count >= p.with.blocks;
+        b.pin_state
+            .store(if all { PIN_ALL } else { PIN_SOME }, Release);
+        if all {
+            while self.pop(&self.rx).is_some() {}
+        }
     }
 
-    /// Whether the pool holds its page-locked blocks.
+    /// Whether the pool's page-locked blocks are one per buffer that can
+    /// be out at once, so that heap buffers are lent only while a block is
+    /// being made or a file is larger than a block.
     fn pinned_all(&self) -> bool {
-        self.book.pin_state.load(Acquire) == PIN_MADE
+        self.book.pin_state.load(Acquire) == PIN_ALL
     }
 
     fn pop(&self, rx: &Receiver<ReadBuf>) -> Option<ReadBuf> {
@@ -580,6 +595,7 @@ mod tests {
         let with = Pinning {
             alloc: alloc.clone(),
             blocks,
+            bytes: 1 << 20,
         };
         (alloc, BufferPool::new(2, Some(with)))
     }
@@ -643,6 +659,30 @@ mod tests {
         assert!(!buf.is_pinned());
         assert!(pool.take().is_pinned());
         assert_eq!(made(&alloc), 1);
+    }
+
+    #[test]
+    fn blocks_take_no_more_than_their_byte_limit() {
+        // 100 blocks wanted, 1 MiB allowed: 8 of 128 KiB.
+        let (alloc, pool) = pinning(100, false);
+        for _ in 0..KEEP_AFTER_FILES {
+            pool.give_back(read(&pool, 100 << 10));
+        }
+        let out: Vec<_> = (0..10).map(|_| read(&pool, 100 << 10)).collect();
+        assert_eq!(out.iter().filter(|b| b.is_pinned()).count(), 8);
+        assert_eq!(made(&alloc), 8);
+        assert_eq!(pool.held().pinned_bytes(), 1 << 20);
+        // The heap buffers lent beside them stay pooled: they serve the
+        // buffers the blocks do not cover.
+        out.into_iter().for_each(|b| pool.give_back(b));
+        assert_eq!(pool.held().bytes(), (1 << 20) + 2 * (100 << 10));
+        // Files larger than the limit itself: no blocks at all.
+        let (alloc, pool) = pinning(100, false);
+        for _ in 0..KEEP_AFTER_FILES {
+            pool.give_back(read(&pool, 2 << 20));
+        }
+        assert!(!read(&pool, 2 << 20).is_pinned());
+        assert_eq!(made(&alloc), 0);
     }
 
     #[test]

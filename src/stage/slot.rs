@@ -139,7 +139,7 @@ pub struct Memory {
     /// hardware engine's route the readers read into page-locked blocks,
     /// made once 256 files were read (sized for 19 files in 20) and kept,
     /// at most one per buffer that can be out at once (the window's and
-    /// the decoding groups'). 0 on the other routes.
+    /// the decoding groups') and 256 MiB in all. 0 on the other routes.
     pub read_buffer_pinned_bytes: u64,
     /// Host memory of the CPU workers' scratch: each worker's decoded
     /// image, resampler rows and orientation scratch. They are grown at
