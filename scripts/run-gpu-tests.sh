@@ -397,6 +397,14 @@ for phase in "${phases[@]}"; do
       step bench-cuda-sequential 90 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --hardware-share 0 \
         --batches-in-flight 6 --json
+      # Session 39 (60f9a21): on the engine route the readers read into
+      # page-locked blocks, so nvJPEG's copies are DMA, not the driver's
+      # pageable staging on the engine lanes (issue 16, item 4). The
+      # engine's pixels from them, then the default without them (the
+      # engine lanes' CPU-ms per image is the number to compare).
+      step device-stage-pinned 90 "$bin/test-device_stage" page_locked --nocapture
+      step bench-cuda-pageable 90 env GPUFEED_PINNED_READS=0 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 3 --json
       # photos/full: the default, then the candidate at 16 rounds (the new
       # default), 32, and split by 1 KB (every photo synchronised there at
       # 8 rounds on the emulated device).
