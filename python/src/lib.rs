@@ -370,6 +370,7 @@ impl Pipeline {
             ("decoder_device_bytes", m.decoder_device_bytes),
             ("decoder_peak_bytes", m.decoder_peak_bytes),
             ("read_buffer_bytes", m.read_buffer_bytes),
+            ("read_buffer_pinned_bytes", m.read_buffer_pinned_bytes),
             ("worker_scratch_bytes", m.worker_scratch_bytes),
         ] {
             memory.set_item(name, v)?;

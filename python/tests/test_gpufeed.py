@@ -107,6 +107,7 @@ def test_stats():
         decoder_pinned_bytes=0,
         decoder_device_bytes=0,
         decoder_peak_bytes=0,
+        read_buffer_pinned_bytes=0,
     )
 
 
