@@ -744,10 +744,10 @@ for phase in "${phases[@]}"; do
       kernel_bench_steps
       ;;
     dali)
-      # DALI beside gpufeed, same call and files (issue 16, item 8). Its
-      # wheels come in parts (scripts/dali-parts.sh: 5 parts of <= 56 MiB at
+      # DALI beside gpufeed, same call and files (issue 16, item 8). It
+      # comes in parts (scripts/dali-parts.sh: 3 parts of <= 57 MiB at
       # 2.4.0), one carried per warm call into dist/dali; this phase, in
-      # the call after the last part, joins and installs them into
+      # the call that carries the last part, joins and unpacks them into
       # /tmp/site, then runs DALI, gpufeed's default and the candidate
       # default (the sequential route) on the bench data.
       if [ ! -d /tmp/site/nvidia/dali ]; then
