@@ -286,10 +286,6 @@ impl Pipeline {
     }
 }
 
-/// The CPU backend's batch buffers, allocated here so that memory is flat
-/// from the first epoch: one per batch that can exist at once while the
-/// trainer holds one (`prefetch` queued, one being filled, the trainer's).
-/// A trainer keeping more makes more; the pool keeps this many.
 /// The most page-locked memory the readers' blocks take: 1,280 blocks of
 /// 128 KiB (ImageNet-sized files at batch 256, 2 batches prefetched and 3
 /// decoding) are 160 MiB; multi-megapixel files get fewer blocks, and the
@@ -307,6 +303,10 @@ fn remote(source: &Source) -> bool {
     }
 }
 
+/// The CPU backend's batch buffers, allocated here so that memory is flat
+/// from the first epoch: one per batch that can exist at once while the
+/// trainer holds one (`prefetch` queued, one being filled, the trainer's).
+/// A trainer keeping more makes more; the pool keeps this many.
 fn host_batches(cfg: &Config, cpu: bool) -> Result<BatchPool> {
     let n = cfg.prefetch + 2;
     let pool = bounded(n);

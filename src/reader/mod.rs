@@ -4,16 +4,16 @@
 //! already-open file (never at listing time) and filled with `pread`, then
 //! handed on; buffers cycle through a bounded pool so the memory held by
 //! readers is fixed by the prefetch depth (plus, on the nvJPEG route, the
-//! buffers of the samples still decoding: `PooledBytes`).
+//! buffers of the samples still decoding: `PooledBytes`). On the hardware
+//! engine's route the pool's buffers are page-locked blocks (`buf.rs`).
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU8, AtomicU64};
 
 use crossbeam_channel::{Receiver, Sender};
 
