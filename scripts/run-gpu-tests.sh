@@ -418,6 +418,10 @@ for phase in "${phases[@]}"; do
             --epochs 3 --hardware-share 0 --batches-in-flight 6 --json
         done
       fi
+      # Peers, same call: the ratio to the default and the candidate (at
+      # 4bbffad the lease's deadline cut it before it ran).
+      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
+        --batch 256 --epochs 2 --threads "$(nproc)"
       # The scan kernels alone at the new defaults, both sets.
       scan_bench imagenet-size --sequential
       scan_bench full --sequential
@@ -459,9 +463,6 @@ for phase in "${phases[@]}"; do
       # The same pipeline tests on the candidate route.
       GPUFEED_SEQUENTIAL_GPU=1 step device-stage-sequential 150 "$bin/test-device_stage" gpu_ \
         --test-threads=1 --nocapture
-      # Peers, same call: the ratio to the candidate.
-      step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
-        --batch 256 --epochs 2 --threads "$(nproc)"
       # CUPTI at 4bbffad: nvJPEG's hardware call makes ~18 cuMemFree calls
       # (no allocation), each a wait for the whole device, so the engine
       # waits for every stream's kernels (issue 16, item 3). Whether its
