@@ -304,7 +304,8 @@ impl RouteCounts {
 
 impl NvRoute {
     /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
-    /// most `batch` images a call; `timeline` hears of each lane call (its
+    /// most `batch` images a call (none at 0, or where the GPU has no
+    /// engine); `timeline` hears of each lane call (its
     /// host span and its GPU span), and `busy` counts them (the automatic
     /// share's measure of the engine, and `Stats::engine_busy`); nvJPEG's
     /// memory for them is counted in `ledger`. An error when nvJPEG cannot
@@ -325,15 +326,16 @@ impl NvRoute {
         // to a multiple of the engine's cores, as nvImageCodec's hardware
         // decoder does (its mini-batch is engines x cores; issue 16,
         // item 2), so that a full call fills every core.
-        let pool = match crate::decode::nvjpeg::hardware_decoder_info() {
-            Ok((engines, cores)) if engines > 0 && cores > 0 => {
+        let info = (lanes > 0).then(crate::decode::nvjpeg::hardware_decoder_info);
+        let pool = match info {
+            Some(Ok((engines, cores))) if engines > 0 && cores > 0 => {
                 batch.next_multiple_of((engines * cores) as usize)
             }
             _ => batch,
         };
         let mut states = Vec::new();
         let mut device_input = std::env::var("GPUFEED_NVJPEG_DEVICE_INPUT").as_deref() == Ok("1");
-        for index in 0..lanes.max(1) {
+        for index in 0..lanes {
             if device_input {
                 match BatchedDecoder::engine_with_device_input(pool, &meter) {
                     Ok(dec) => {
