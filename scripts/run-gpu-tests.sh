@@ -460,6 +460,14 @@ for phase in "${phases[@]}"; do
       step bench-cuda-sequential-trace 60 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
         --batches-in-flight 6 --trace "$logs/trace-sequential.json"
+      # The default's timeline and its picture (issue 16, item 6), with
+      # the build track split since session 39: the engine's handle, each
+      # lane, the batch thread's CUDA decoder (making the lanes took 1.8 s
+      # at 4bbffad, in handles or states unknown).
+      step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
+      step trace-png-default 60 python3 benches/trace/trace_png.py "$logs/trace-default.json" \
+        "$logs/trace-default.png" --title "gpufeed default, $(cut -c1-7 "$logs/COMMIT" 2>/dev/null)"
       # The same pipeline tests on the candidate route.
       GPUFEED_SEQUENTIAL_GPU=1 step device-stage-sequential 150 "$bin/test-device_stage" gpu_ \
         --test-threads=1 --nocapture
