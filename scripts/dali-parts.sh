@@ -17,8 +17,9 @@
 # calls), carry one part per call (`carry: ["dist/dali/part-aa",
 # "dist/dali/sums"]`, then `["dist/dali/part-ab"]`, then
 # `["dist/dali/part-ac"]`): a carried path replaces that path there, so
-# each part arrives beside the ones before. The last part's call can run
-# `run-gpu-tests.sh dali`, which installs them first:
+# each part arrives beside the ones before. Then the call that carries
+# the GPU bundle runs `run-gpu-tests.sh dali lease`, which installs them
+# first (docs/RELIABILITY.md, "GPU checks still unrun"):
 #
 #   scripts/dali-parts.sh --install   # joins, checks, unpacks into
 #                                     # /tmp/site; export PYTHONPATH=/tmp/site

@@ -756,9 +756,9 @@ for phase in "${phases[@]}"; do
       # DALI beside gpufeed, same call and files (issue 16, item 8). It
       # comes in parts (scripts/dali-parts.sh: 3 parts of <= 57 MiB at
       # 2.4.0), one carried per warm call into dist/dali; this phase, in
-      # the call that carries the last part, joins and unpacks them into
-      # /tmp/site, then runs DALI, gpufeed's default and the candidate
-      # default (the sequential route) on the bench data.
+      # the call after (carrying the bundle: `dali lease`), joins and
+      # unpacks them into /tmp/site, then runs DALI, gpufeed's default and
+      # the candidate default (the sequential route) on the bench data.
       if [ ! -d /tmp/site/nvidia/dali ]; then
         step dali-install 120 bash scripts/dali-parts.sh --install
       fi
