@@ -109,7 +109,11 @@ pub(super) fn make(
                 let (busy, batch) = (share.engine_busy(), cfg.batch_size);
                 let (t, began) = (timeline, Instant::now());
                 let route = NvRoute::new(e, batch, lanes, cpu, t, &ledgers.route, busy);
-                built(observe, "device: nvJPEG route (engine lanes, CUDA decoder)", began);
+                built(
+                    observe,
+                    "device: nvJPEG route (engine lanes, CUDA decoder)",
+                    began,
+                );
                 match route {
                     Ok(mut r) => {
                         if cfg.progressive || cfg.sequential {
