@@ -168,6 +168,26 @@ def main():
         print()
         sys.stdout.flush()
         subprocess.run([sys.executable, summary, f], check=False)
+        build = build_track(f)
+        if build:
+            print(f"  build track ({os.path.basename(f)}): " +
+                  "; ".join(f"{name} {ms:.0f} ms" for name, ms in build))
+
+
+def build_track(path):
+    """The spans of a timeline's "build" track in order, (name, ms): what
+    `build()` spent its time on (trace_summary.py sums a steady-state
+    window, which leaves them out)."""
+    try:
+        data = json.load(open(path))
+    except (OSError, ValueError):
+        return []
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    tracks = {(e.get("pid"), e.get("tid")) for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name"
+              and e.get("args", {}).get("name") == "build"}
+    spans = [e for e in events if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in tracks]
+    return [(e.get("name", "?"), e.get("dur", 0) / 1000) for e in sorted(spans, key=lambda e: e["ts"])]
 
 
 if __name__ == "__main__":
