@@ -31,6 +31,18 @@ pub(crate) trait PinnedBlock: Send + Sync {
     fn bytes_mut(&mut self) -> &mut [u8];
 }
 
+/// Heap memory as a block: the emulated device's stand-in for page-locked
+/// memory, and the tests'.
+impl PinnedBlock for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// The pool's setting for page-locked buffers.
 #[derive(Debug, Clone)]
 pub(crate) struct Pinning {

@@ -564,17 +564,6 @@ mod tests {
         refuse: bool,
     }
 
-    struct Block(Box<[u8]>);
-
-    impl PinnedBlock for Block {
-        fn bytes(&self) -> &[u8] {
-            &self.0
-        }
-        fn bytes_mut(&mut self) -> &mut [u8] {
-            &mut self.0
-        }
-    }
-
     impl PinAlloc for Blocks {
         fn alloc(&self, count: usize, bytes: usize) -> Option<Vec<Box<dyn PinnedBlock>>> {
             if self.refuse {
@@ -582,7 +571,7 @@ mod tests {
             }
             self.made
                 .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
-            let block = |_| -> Box<dyn PinnedBlock> { Box::new(Block(vec![0; bytes].into())) };
+            let block = |_| -> Box<dyn PinnedBlock> { Box::new(vec![0u8; bytes]) };
             Some((0..count).map(block).collect())
         }
     }

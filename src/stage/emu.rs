@@ -53,19 +53,6 @@ pub(super) fn emu_alloc(n: usize) -> Result<Vec<u8>> {
 #[derive(Debug)]
 pub(super) struct EmuPins;
 
-/// A heap block standing in for a page-locked one.
-struct EmuBlock(Vec<u8>);
-
-impl crate::reader::PinnedBlock for EmuBlock {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-}
-
 impl crate::reader::PinAlloc for EmuPins {
     fn alloc(
         &self,
@@ -74,7 +61,7 @@ impl crate::reader::PinAlloc for EmuPins {
     ) -> Option<Vec<Box<dyn crate::reader::PinnedBlock>>> {
         (0..count)
             .map(|_| -> Option<Box<dyn crate::reader::PinnedBlock>> {
-                Some(Box::new(EmuBlock(emu_alloc(bytes).ok()?)))
+                Some(Box::new(emu_alloc(bytes).ok()?))
             })
             .collect()
     }
