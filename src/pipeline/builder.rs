@@ -390,7 +390,7 @@ impl PipelineBuilder {
     /// [`hardware_decode_share_auto`](Self::hardware_decode_share_auto)
     /// steers it instead, starting here. At 0 (not steered) the engine is
     /// not set up at all: setting it up took 1.8 s of `build()` on an H200
-    /// with 6 batches in flight.
+    /// with 6 batches in flight (4bbffad, 2026-11-27).
     pub fn hardware_decode_share(mut self, share: f32) -> Self {
         self.hardware_share = share;
         self
