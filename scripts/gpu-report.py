@@ -134,7 +134,20 @@ def main():
     for f in sorted(glob.glob(os.path.join(logs, "cupti-share-*.txt"))):
         print(f"\n== {os.path.basename(f)}: each thread group's share in CUDA calls, top 5 calls")
         left = 0
+        memory = False
         for line in open(f, errors="replace").read().splitlines():
+            # The memory calls' rows (benches/cupti: what each free freed,
+            # who had allocated it); their call stacks stay in the file.
+            if line.startswith("== memory calls"):
+                memory = True
+                print("  " + line.strip())
+                continue
+            if memory:
+                if line.startswith("  ") and not line.startswith("   ") and "call stack" not in line:
+                    print("    " + line.strip())
+                elif line.startswith("trace events"):
+                    memory = False
+                continue
             if " threads): " in line:
                 print("  " + line.strip())
                 left = 5

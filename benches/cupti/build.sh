@@ -53,6 +53,11 @@ if [ -n "$check" ]; then
   gcc "${flags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=all -o "$t/test_sum" "$src/test_sum.c" "$src/sum.c"
   "$t/test_sum" "$t/sum"
   python3 -m json.tool "$t/sum.json" >/dev/null
+  # The memory callback, fed made-up calls; -rdynamic so that the stack
+  # walk can name the test's own frame.
+  gcc "${flags[@]}" -rdynamic -I"$root/include" -o "$t/test_inject" "$src/test_inject.c" \
+    "$src/sum.c" -L"$root/lib" -l:libcupti.so.13 -Wl,-rpath,"$PWD/$root/lib" -lpthread -ldl
+  "$t/test_inject" "$t/inject"
   gcc "${flags[@]}" -o "$t/smoke" "$src/smoke.c" -ldl
   # The window opens and closes while the process runs...
   GPUFEED_CUPTI_OUT=$t/closed GPUFEED_CUPTI_FROM_S=0.1 GPUFEED_CUPTI_FOR_S=0.1 \

@@ -20,14 +20,25 @@
  * before their kind is enabled; API calls only in the window, since each
  * traced call costs the calling thread. The files are written by the
  * tracer's own thread as the window closes, while the pipeline's threads
- * still live to be named; a process that ends earlier writes at exit. */
-#include <cupti_activity.h>
-#include <cupti_callbacks.h>
+ * still live to be named; a process that ends earlier writes at exit.
+ *
+ * Beside the activity records, driver callbacks on the memory calls
+ * (allocations from cuInit, frees in the window) give what the records
+ * lack: each free's pointer, and whether and where its memory was
+ * allocated, with the call stacks of the window's first frees. */
+/* cupti.h: the activity and callback APIs, and the calls' parameter
+ * structures (generated_cuda_meta.h, which needs cupti.h's stand-ins for
+ * the obsolete v1 types). */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sum.h"
 
@@ -48,6 +59,16 @@ static const CUpti_ActivityKind GPU_KINDS[] = {
     CUPTI_ACTIVITY_KIND_MEMSET};
 static const CUpti_ActivityKind API_KINDS[] = {CUPTI_ACTIVITY_KIND_DRIVER,
                                                CUPTI_ACTIVITY_KIND_RUNTIME};
+
+static CUpti_SubscriberHandle subscriber;
+static int subscribed;
+
+static const CUpti_CallbackId MEMORY_CALLS[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,   CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,   CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,       CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync};
 
 /* Under `lock`. */
 static void note_locked(const char *what, CUptiResult r) {
@@ -132,6 +153,116 @@ static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
   free(buffer);
 }
 
+/* The calling thread's stack, one frame a line, without the tracer's own
+ * two frames: each frame's library and its nearest exported symbol. */
+#define SAME_HEAD(T, U, a, b)                                               \
+  _Static_assert(offsetof(T, a) == offsetof(U, a) && offsetof(T, b) == offsetof(U, b), \
+                 #U " begins as " #T " does")
+SAME_HEAD(cuMemAlloc_v2_params, cuMemAllocAsync_params, dptr, bytesize);
+SAME_HEAD(cuMemAlloc_v2_params, cuMemAllocFromPoolAsync_params, dptr, bytesize);
+SAME_HEAD(cuMemAlloc_v2_params, cuMemAllocManaged_params, dptr, bytesize);
+SAME_HEAD(cuMemAllocHost_v2_params, cuMemHostAlloc_params, pp, bytesize);
+
+__attribute__((noinline)) static void walk(char *out, size_t size) {
+  void *pcs[32];
+  int n = backtrace(pcs, 32);
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 2; i < n && o + 256 < size; i++) {
+    Dl_info info;
+    int w;
+    if (dladdr(pcs[i], &info) && info.dli_fname) {
+      const char *lib = strrchr(info.dli_fname, '/');
+      lib = lib ? lib + 1 : info.dli_fname;
+      if (info.dli_sname && info.dli_saddr)
+        w = snprintf(out + o, size - o, "    %s(%s+0x%lx)\n", lib, info.dli_sname,
+                     (unsigned long)((char *)pcs[i] - (char *)info.dli_saddr));
+      else
+        w = snprintf(out + o, size - o, "    %s(+0x%lx)\n", lib,
+                     (unsigned long)((char *)pcs[i] - (char *)info.dli_fbase));
+    } else {
+      w = snprintf(out + o, size - o, "    %p\n", pcs[i]);
+    }
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+}
+
+/* Frees on entry (the pointer), allocations on a successful exit (the
+ * pointer the call wrote). */
+__attribute__((noinline)) static void CUPTIAPI on_memory(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                               const void *data) {
+  (void)userdata;
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !data) return;
+  const CUpti_CallbackData *cb = data;
+  const void *p = cb->functionParams;
+  uint64_t t = 0;
+  if (!p || cuptiGetTimestamp(&t) != CUPTI_SUCCESS) return;
+  uint32_t tid = (uint32_t)gettid();
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    uint64_t ptr;
+    switch (id) {
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+        ptr = (uint64_t)((const cuMemFree_v2_params *)p)->dptr;
+        break;
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+        ptr = (uint64_t)(uintptr_t)((const cuMemFreeHost_params *)p)->p;
+        break;
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+        ptr = (uint64_t)((const cuMemFreeAsync_params *)p)->dptr;
+        break;
+      default:
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    sum_mem_free(sum, cb->functionName, tid, ptr, t);
+    int want = sum_wants_stack(sum, ptr);
+    pthread_mutex_unlock(&lock);
+    if (want) {
+      /* Outside the lock: dladdr takes the loader's. */
+      char frames[4096];
+      walk(frames, sizeof frames);
+      pthread_mutex_lock(&lock);
+      sum_stack(sum, cb->functionName, tid, ptr, frames);
+      pthread_mutex_unlock(&lock);
+    }
+    return;
+  }
+  const CUresult *rc = cb->functionReturnValue;
+  if (cb->callbackSite != CUPTI_API_EXIT || !rc || *rc != CUDA_SUCCESS) return;
+  uint64_t ptr = 0, bytes = 0;
+  switch (id) {
+    /* These four begin with the same two fields (asserted below). */
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+      const cuMemAlloc_v2_params *a = p;
+      ptr = a->dptr ? (uint64_t)*a->dptr : 0;
+      bytes = a->bytesize;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
+      const cuMemAllocHost_v2_params *a = p;
+      ptr = a->pp ? (uint64_t)(uintptr_t)*a->pp : 0;
+      bytes = a->bytesize;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      const cuMemAllocPitch_v2_params *a = p;
+      ptr = a->dptr ? (uint64_t)*a->dptr : 0;
+      bytes = a->pPitch ? (uint64_t)*a->pPitch * a->Height : 0;
+      break;
+    }
+    default:
+      return;
+  }
+  pthread_mutex_lock(&lock);
+  sum_mem_alloc(sum, cb->functionName, tid, ptr, bytes, t);
+  pthread_mutex_unlock(&lock);
+}
+
 static double env_seconds(const char *name, double fallback) {
   const char *v = getenv(name);
   char *end = NULL;
@@ -179,6 +310,7 @@ static void finish(const char *why) {
       sum_close(sum, now);
       pthread_mutex_unlock(&lock);
     }
+    if (subscribed) check("memory callbacks off", cuptiUnsubscribe(subscriber));
     for (size_t i = 0; i < sizeof API_KINDS / sizeof *API_KINDS; i++)
       check("disable API tracing", cuptiActivityDisable(API_KINDS[i]));
     for (size_t i = 0; i < sizeof GPU_KINDS / sizeof *GPU_KINDS; i++)
@@ -252,6 +384,18 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   check("stream records", cuptiActivityEnable(CUPTI_ACTIVITY_KIND_STREAM));
   for (size_t i = 0; i < sizeof GPU_KINDS / sizeof *GPU_KINDS; i++)
     check("GPU activity records", cuptiActivityEnable(GPU_KINDS[i]));
+  /* Memory callbacks from the start: a free in the window can then say
+   * where its memory was allocated. */
+  CUptiResult r = cuptiSubscribe(&subscriber, on_memory, NULL);
+  check("memory callbacks", r);
+  subscribed = r == CUPTI_SUCCESS;
+  for (size_t i = 0; subscribed && i < sizeof MEMORY_CALLS / sizeof *MEMORY_CALLS; i++)
+    check("memory callback",
+          cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, MEMORY_CALLS[i]));
+  /* backtrace loads libgcc's unwinder on its first call: here, not in a
+   * callback. */
+  void *first[2];
+  (void)backtrace(first, 2);
   /* Buffers hand back their records at least every half second, so that
    * the GPU records of start-up do not wait for the window's flush. */
   check("flush period", cuptiActivityFlushPeriod(500));

@@ -45,6 +45,36 @@ typedef struct {
   int kernel;
 } Span;
 
+/* A live allocation, by address (an open-addressing table). */
+typedef struct {
+  uint64_t ptr, bytes, t;
+  const char *api;
+  uint32_t tid;
+} Live;
+
+/* What a memory call in the window was. */
+enum { M_ALLOC, M_NULL, M_IN_WINDOW, M_BEFORE, M_UNSEEN, M_KINDS };
+
+typedef struct {
+  const char *api, *by_api;
+  uint32_t tid, by_tid;
+  int origin;
+  uint64_t bytes, age;
+} Mem;
+
+typedef struct {
+  const char *api;
+  uint32_t tid;
+  uint64_t ptr;
+  char *frames;
+} Stack;
+
+/* Memory-call records kept in the window; more are counted as left out. */
+#define MEMS_CAP 200000
+/* Call stacks kept: of frees of a null pointer, and of others. */
+#define STACKS_NULL 2
+#define STACKS_PTR 4
+
 #define VEC(T)        \
   struct {            \
     T *v;             \
@@ -63,6 +93,13 @@ struct Sum {
   VEC(Copy) copies;
   VEC(Kernel) kernels;
   VEC(Span) spans;
+  Live *live;
+  size_t live_n, live_cap;
+  VEC(Mem) mems;
+  uint64_t mems_left_out;
+  VEC(Stack) stacks;
+  /* The last free was counted in the window. */
+  int counted;
   char notes[4096];
 };
 
@@ -94,6 +131,10 @@ void sum_free(Sum *s) {
   free(s->copies.v);
   free(s->kernels.v);
   free(s->spans.v);
+  free(s->live);
+  free(s->mems.v);
+  for (size_t i = 0; i < s->stacks.n; i++) free(s->stacks.v[i].frames);
+  free(s->stacks.v);
   free(s->json);
   free(s);
 }
@@ -315,6 +356,119 @@ void sum_memset(Sum *s, uint32_t id, uint64_t bytes, uint64_t start, uint64_t en
   json_event(s, 2, id, "memset", start, end, args);
 }
 
+static size_t home(uint64_t ptr, size_t cap) {
+  uint64_t h = ptr * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static void live_put(Sum *s, Live l);
+
+static void live_grow(Sum *s) {
+  Live *old = s->live;
+  size_t cap = s->live_cap;
+  s->live_cap = cap ? 2 * cap : 1024;
+  s->live = calloc(s->live_cap, sizeof(Live));
+  if (!s->live) abort();
+  s->live_n = 0;
+  for (size_t i = 0; i < cap; i++)
+    if (old[i].ptr) live_put(s, old[i]);
+  free(old);
+}
+
+/* Insert, or replace the entry at the same address (memory freed by a
+ * call the tracer does not watch, then allocated again). */
+static void live_put(Sum *s, Live l) {
+  if (2 * (s->live_n + 1) > s->live_cap) live_grow(s);
+  size_t mask = s->live_cap - 1, i = home(l.ptr, s->live_cap);
+  while (s->live[i].ptr && s->live[i].ptr != l.ptr) i = (i + 1) & mask;
+  if (!s->live[i].ptr) s->live_n++;
+  s->live[i] = l;
+}
+
+/* Take the entry at `ptr` out (0 if none), shifting its followers back
+ * so that every entry stays reachable from its home slot. */
+static int live_take(Sum *s, uint64_t ptr, Live *out) {
+  if (!s->live_cap || !ptr) return 0;
+  size_t mask = s->live_cap - 1, i = home(ptr, s->live_cap);
+  while (s->live[i].ptr != ptr) {
+    if (!s->live[i].ptr) return 0;
+    i = (i + 1) & mask;
+  }
+  *out = s->live[i];
+  s->live[i].ptr = 0;
+  s->live_n--;
+  for (size_t j = i;;) {
+    j = (j + 1) & mask;
+    if (!s->live[j].ptr) break;
+    size_t k = home(s->live[j].ptr, s->live_cap);
+    /* k in (i, j], cyclically: the entry stays where it is. */
+    if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+    s->live[i] = s->live[j];
+    s->live[j].ptr = 0;
+    i = j;
+  }
+  return 1;
+}
+
+static void mem_push(Sum *s, Mem m) {
+  if (s->mems.n >= MEMS_CAP) {
+    s->mems_left_out++;
+    return;
+  }
+  (void)thread(s, m.tid);
+  if (m.by_api) (void)thread(s, m.by_tid);
+  PUSH(s->mems, m);
+}
+
+void sum_mem_alloc(Sum *s, const char *api, uint32_t tid, uint64_t ptr, uint64_t bytes,
+                   uint64_t t) {
+  if (!ptr) return;
+  live_put(s, (Live){ptr, bytes, t, api, tid});
+  if (in_window(s, t)) mem_push(s, (Mem){.api = api, .tid = tid, .origin = M_ALLOC, .bytes = bytes});
+}
+
+void sum_mem_free(Sum *s, const char *api, uint32_t tid, uint64_t ptr, uint64_t t) {
+  Live l;
+  int seen = live_take(s, ptr, &l);
+  s->counted = in_window(s, t);
+  if (!s->counted) return;
+  Mem m = {.api = api, .tid = tid};
+  if (!ptr) {
+    m.origin = M_NULL;
+  } else if (!seen) {
+    m.origin = M_UNSEEN;
+  } else {
+    m.origin = l.t >= s->from ? M_IN_WINDOW : M_BEFORE;
+    m.bytes = l.bytes;
+    m.age = t > l.t ? t - l.t : 0;
+    m.by_api = l.api;
+    m.by_tid = l.tid;
+  }
+  mem_push(s, m);
+}
+
+static int stack_room(const Sum *s, uint64_t ptr) {
+  int null = 0, other = 0;
+  for (size_t i = 0; i < s->stacks.n; i++) {
+    if (s->stacks.v[i].ptr)
+      other++;
+    else
+      null++;
+  }
+  return ptr ? other < STACKS_PTR : null < STACKS_NULL;
+}
+
+int sum_wants_stack(const Sum *s, uint64_t ptr) { return s->counted && stack_room(s, ptr); }
+
+void sum_stack(Sum *s, const char *api, uint32_t tid, uint64_t ptr, const char *frames) {
+  /* The tracer walks the stack outside the lock, so others may have
+   * filled the room meanwhile. */
+  if (!stack_room(s, ptr)) return;
+  Stack st = {api, tid, ptr, strdup(frames ? frames : "")};
+  if (!st.frames) abort();
+  PUSH(s->stacks, st);
+}
+
 /* A thread's group: its name without a trailing "-N" (gpufeed-cpu-3 →
  * gpufeed-cpu), so that the 16 workers read as one row. */
 static void group_of(const char *name, char *out, size_t size) {
@@ -393,6 +547,95 @@ static void concurrency(const Sum *s, FILE *f) {
   fprintf(f, "\n== GPU concurrency in the window (%.1f ms)\n", w);
   fprintf(f, "any work %.1f ms; a kernel %.1f; two or more kernels %.1f; a copy or memset beside a kernel %.1f\n",
           ms(any), ms(one), ms(two), ms(beside));
+}
+
+static void group_of_tid(const Sum *s, uint32_t tid, char *out, size_t size) {
+  for (size_t i = 0; i < s->threads.n; i++)
+    if (s->threads.v[i].tid == tid) {
+      group_of(s->threads.v[i].name, out, size);
+      return;
+    }
+  snprintf(out, size, "tid-%u", tid);
+}
+
+static const char *origin_name(int o) {
+  static const char *names[] = {"allocation", "free of a null pointer",
+                                "free of memory allocated in the window",
+                                "free of memory allocated before the window",
+                                "free of memory never seen allocated"};
+  return o >= 0 && o < M_KINDS ? names[o] : "?";
+}
+
+typedef struct {
+  char group[32], by_group[32];
+  const char *api, *by_api;
+  int origin;
+  uint64_t n, bytes, min, max, age;
+} MemRow;
+
+static int mem_row_by_n_desc(const void *a, const void *b) {
+  uint64_t x = ((const MemRow *)a)->n, y = ((const MemRow *)b)->n;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Memory calls in the window, by thread group, call, what was freed and
+ * who had allocated it. */
+static void memory(const Sum *s, FILE *f) {
+  fprintf(f, "\n== memory calls in the window (driver callbacks: pointers and sizes)\n");
+  if (!s->mems.n) {
+    fprintf(f, "  none\n");
+    return;
+  }
+  MemRow *rows = calloc(s->mems.n, sizeof(MemRow));
+  if (!rows) abort();
+  size_t n = 0;
+  for (size_t i = 0; i < s->mems.n; i++) {
+    const Mem *m = &s->mems.v[i];
+    MemRow k = {.api = m->api, .by_api = m->by_api, .origin = m->origin};
+    group_of_tid(s, m->tid, k.group, sizeof k.group);
+    if (m->by_api) group_of_tid(s, m->by_tid, k.by_group, sizeof k.by_group);
+    MemRow *r = NULL;
+    for (size_t j = 0; j < n && !r; j++) {
+      MemRow *x = &rows[j];
+      if (x->api == k.api && x->by_api == k.by_api && x->origin == k.origin &&
+          strcmp(x->group, k.group) == 0 && strcmp(x->by_group, k.by_group) == 0)
+        r = x;
+    }
+    if (!r) {
+      r = &rows[n++];
+      *r = k;
+      r->min = UINT64_MAX;
+    }
+    r->n++;
+    r->bytes += m->bytes;
+    r->age += m->age;
+    if (m->bytes < r->min) r->min = m->bytes;
+    if (m->bytes > r->max) r->max = m->bytes;
+  }
+  qsort(rows, n, sizeof(MemRow), mem_row_by_n_desc);
+  for (size_t i = 0; i < n; i++) {
+    const MemRow *r = &rows[i];
+    fprintf(f, "  %s: %s, %llu: %s", r->group, r->api ? r->api : "?", (unsigned long long)r->n,
+            origin_name(r->origin));
+    if (r->by_api)
+      fprintf(f, " (by %s on %s, %.3f ms before on average)", r->by_api, r->by_group,
+              ms(r->age) / (double)r->n);
+    if (r->origin == M_ALLOC || r->by_api)
+      fprintf(f, "; %.3f MB, %llu to %llu bytes each", (double)r->bytes / 1e6,
+              (unsigned long long)r->min, (unsigned long long)r->max);
+    fputc('\n', f);
+  }
+  free(rows);
+  if (s->mems_left_out)
+    fprintf(f, "  (%llu more calls left out: the cap is %d)\n",
+            (unsigned long long)s->mems_left_out, MEMS_CAP);
+  for (size_t i = 0; i < s->stacks.n; i++) {
+    const Stack *st = &s->stacks.v[i];
+    char g[32];
+    group_of_tid(s, st->tid, g, sizeof g);
+    fprintf(f, "\n  call stack of a %s on %s, pointer 0x%llx:\n%s", st->api ? st->api : "?", g,
+            (unsigned long long)st->ptr, st->frames);
+  }
 }
 
 static void summary(const Sum *s, FILE *f) {
@@ -483,6 +726,7 @@ static void summary(const Sum *s, FILE *f) {
   free(ks);
 
   concurrency(s, f);
+  memory(s, f);
   fprintf(f, "\ntrace events kept %zu, left out %zu (cap %zu)\n", s->json_n, s->json_dropped,
           s->json_cap);
 }

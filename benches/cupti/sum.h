@@ -41,6 +41,25 @@ void sum_stream(Sum *s, uint32_t stream, int flag, int priority);
 void sum_thread(Sum *s, uint32_t tid, const char *name);
 /* Threads seen so far: fills `tids` (up to `cap`), returns the count. */
 size_t sum_tids(const Sum *s, uint32_t *tids, size_t cap);
+/* Memory calls, from the tracer's driver callbacks (inject.c), which see
+ * what activity records do not: the pointer and the size. They are there
+ * for 4bbffad's CUPTI window (docs/BENCHMARKS.md), where nvJPEG's
+ * hardware decode called `cuMemFree` ~18 times a call with no allocation
+ * beside it: freeing what, allocated where, or a null pointer?
+ *
+ * An allocation of `bytes` at `ptr` by `api` counts whenever it happens,
+ * so that a free in the window can say who allocated its memory, and
+ * when; a free (`ptr` 0: a null pointer) counts in the window only, as do
+ * allocations' rows in the summary. `api` must outlive `s`. */
+void sum_mem_alloc(Sum *s, const char *api, uint32_t tid, uint64_t ptr, uint64_t bytes,
+                   uint64_t t);
+void sum_mem_free(Sum *s, const char *api, uint32_t tid, uint64_t ptr, uint64_t t);
+/* Whether the summary wants the call stack of the free just counted (the
+ * first few of each kind: null, or not), and that stack, one frame a line
+ * (copied; dropped where the room was taken meanwhile). */
+int sum_wants_stack(const Sum *s, uint64_t ptr);
+void sum_stack(Sum *s, const char *api, uint32_t tid, uint64_t ptr, const char *frames);
+
 /* A note printed at the top of the summary (copied). */
 void sum_note(Sum *s, const char *note);
 

@@ -26,6 +26,16 @@ static void has(const char *text, const char *want) {
   }
 }
 
+/* Write `s` as PREFIX-SUFFIX, free it, and read back the summary. */
+static char *written(Sum *s, const char *prefix, const char *suffix) {
+  char path[512];
+  snprintf(path, sizeof path, "%s-%s", prefix, suffix);
+  assert(sum_write(s, path) == 0);
+  sum_free(s);
+  snprintf(path, sizeof path, "%s-%s.txt", prefix, suffix);
+  return slurp(path);
+}
+
 int main(int argc, char **argv) {
   const char *prefix = argc > 1 ? argv[1] : "/tmp/gpufeed-cupti-test";
   const uint64_t MS = 1000000;
@@ -95,12 +105,44 @@ int main(int argc, char **argv) {
   Sum *e = sum_new(0, 10);
   sum_window(e, 10 * MS, 100 * MS, 100 * MS);
   sum_close(e, 50 * MS);
-  snprintf(path, sizeof path, "%s-exit", prefix);
-  assert(sum_write(e, path) == 0);
-  sum_free(e);
-  snprintf(path, sizeof path, "%s-exit.txt", prefix);
-  txt = slurp(path);
+  txt = written(e, prefix, "exit");
   has(txt, "window of 40.0 ms");
+  free(txt);
+
+  /* Memory calls: the table of live allocations through growth and
+   * deletions, what each free in the window was, and the stacks. */
+  Sum *m = sum_new(0, 10);
+  sum_window(m, 100 * MS, 200 * MS, 100 * MS);
+  sum_thread(m, 7, "gpufeed-engine-0");
+  sum_thread(m, 8, "gpufeed-engine-1");
+  sum_thread(m, 9, "gpufeed-batch");
+  sum_mem_alloc(m, "cuMemAllocPitch_v2", 7, 0xA000, 4096, 0);
+  sum_mem_alloc(m, "cuMemAlloc_v2", 7, 0xB000, 8192, 60 * MS);
+  sum_mem_free(m, "cuMemFree_v2", 7, 0xB000, 70 * MS);
+  assert(!sum_wants_stack(m, 0xB000)); /* before the window */
+  for (uint64_t i = 0; i < 3000; i++)
+    sum_mem_alloc(m, "cuMemAlloc_v2", 7, 0x100000 + 256 * i, 256, 80 * MS);
+  for (uint64_t i = 0; i < 3000; i += 3) sum_mem_free(m, "cuMemFree_v2", 8, 0x100000 + 256 * i, 90 * MS);
+  for (uint64_t i = 0; i < 3000; i++) sum_mem_free(m, "cuMemFree_v2", 7, 0x100000 + 256 * i, 160 * MS);
+  sum_mem_free(m, "cuMemFree_v2", 8, 0xA000, 150 * MS);
+  for (int i = 0; i < 3; i++) {
+    sum_mem_free(m, "cuMemFree_v2", 7 + (uint32_t)(i % 2), 0, (120 + (uint64_t)i) * MS);
+    assert(sum_wants_stack(m, 0) == (i < 2));
+    if (i < 2) sum_stack(m, "cuMemFree_v2", 7, 0, "    libnvjpeg.so.13(+0x1234)\n");
+  }
+  assert(sum_wants_stack(m, 0xA000));
+  sum_mem_free(m, "cuMemFree_v2", 8, 0xB000, 130 * MS);
+  sum_mem_alloc(m, "cuMemAllocAsync", 9, 0xC000, 512, 140 * MS);
+  sum_mem_free(m, "cuMemFreeAsync", 9, 0xC000, 141 * MS);
+  sum_mem_free(m, "cuMemFree_v2", 8, 0xA000, 250 * MS); /* after the window */
+  txt = written(m, prefix, "mem");
+  has(txt, "  gpufeed-engine: cuMemFree_v2, 2000: free of memory allocated before the window (by cuMemAlloc_v2 on gpufeed-engine, 80.000 ms before on average); 0.512 MB, 256 to 256 bytes each\n");
+  has(txt, "  gpufeed-engine: cuMemFree_v2, 1001: free of memory never seen allocated\n");
+  has(txt, "  gpufeed-engine: cuMemFree_v2, 3: free of a null pointer\n");
+  has(txt, "  gpufeed-engine: cuMemFree_v2, 1: free of memory allocated before the window (by cuMemAllocPitch_v2 on gpufeed-engine, 150.000 ms before on average); 0.004 MB, 4096 to 4096 bytes each\n");
+  has(txt, "  gpufeed-batch: cuMemAllocAsync, 1: allocation; 0.001 MB, 512 to 512 bytes each\n");
+  has(txt, "  gpufeed-batch: cuMemFreeAsync, 1: free of memory allocated in the window (by cuMemAllocAsync on gpufeed-batch, 1.000 ms before on average); 0.001 MB, 512 to 512 bytes each\n");
+  has(txt, "  call stack of a cuMemFree_v2 on gpufeed-engine, pointer 0x0:\n    libnvjpeg.so.13(+0x1234)\n");
   free(txt);
   puts("test_sum: ok");
   return 0;
