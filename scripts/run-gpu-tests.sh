@@ -406,12 +406,15 @@ for phase in "${phases[@]}"; do
       step bench-cuda-pageable 90 env GPUFEED_PINNED_READS=0 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --json
       # photos/full: the default, then the candidate at 16 rounds (the new
-      # default), 32, and split by 1 KB (every photo synchronised there at
-      # 8 rounds on the emulated device).
+      # default); with photos over 1 MP sent to the engine instead
+      # (session 40's fallback, `sequential_kernels_max_pixels`); split by
+      # 1 KB (every photo synchronised there at 8 rounds on the emulated
+      # device); 32 rounds.
       if grow_full; then
         step bench-cuda-full 90 "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 \
           --dtype f16 --epochs 3 --json
-        for v in GPUFEED_SPLIT_ROUNDS=16 GPUFEED_SPLIT_ROUNDS=32 GPUFEED_SCAN_SPLIT=1024; do
+        for v in GPUFEED_SPLIT_ROUNDS=16 GPUFEED_SEQUENTIAL_MAX_PIXELS=1000000 \
+          GPUFEED_SCAN_SPLIT=1024 GPUFEED_SPLIT_ROUNDS=32; do
           v_tag=${v#GPUFEED_}
           step "bench-cuda-full-sequential-${v_tag/=/-}" 90 env GPUFEED_SEQUENTIAL_GPU=1 "$v" \
             "$bin/gpufeed" bench "$full_data" --device cuda:0 --batch 256 --dtype f16 \

@@ -53,6 +53,10 @@ pub(crate) struct Config {
     /// So do the CUDA share's sequential JPEGs under 1 MP (issue 16, item
     /// 3c).
     pub(crate) sequential: bool,
+    /// Sequential JPEGs of more pixels skip those kernels: to the engine
+    /// where it takes them, whatever the share, else nvJPEG's CUDA route
+    /// (`u64::MAX`: none does).
+    pub(crate) sequential_max_pixels: u64,
     /// Limit on nvJPEG's memory for the CUDA route's decoder pool
     /// (issue 16, item 5).
     pub(crate) decoder_memory: u64,

@@ -56,6 +56,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_both_routes_equal_the_cpu_backend,
     gpu_both_routes_equal_the_cpu_backend,
+    #[cfg(feature = "kernel-emu")]
+    emu_large_sequential_files_go_to_the_engine,
+    gpu_large_sequential_files_go_to_the_engine,
 );
 
 /// The corpus's files of each coding process (its manifest's `sof`).
@@ -253,6 +256,102 @@ fn gpu_both_routes_equal_the_cpu_backend() -> Outcome {
     route_both(gpufeed::Device::Cuda(0), &gpu_rgb)
 }
 
+/// `sequential_kernels_max_pixels`: at an engine share of 0 the
+/// sequential photos of `photos/imagenet-size` over the limit (the
+/// set's commonest size, 500×333) go to the engine, the others to the
+/// scan kernels, every sample arrives and, emulated, every batch equals
+/// the CPU backend's bit for bit. On CUDA the engine's pixels are not
+/// libjpeg-turbo's: there the routes' counts are the test, and the
+/// batches' samples.
+#[cfg(feature = "kernel-emu")]
+fn emu_large_sequential_files_go_to_the_engine() -> Outcome {
+    large_to_engine(gpufeed::Device::Emulated)
+}
+
+fn gpu_large_sequential_files_go_to_the_engine() -> Outcome {
+    common::need_gpu()?;
+    large_to_engine(gpufeed::Device::Cuda(0))
+}
+
+fn large_to_engine(device: gpufeed::Device) -> Outcome {
+    use gpufeed::source::Sample;
+    let root = common::corpus()?;
+    let limit = 500 * 333;
+    let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
+    let (mut samples, mut large, mut small) = (Vec::new(), 0u64, 0u64);
+    for row in manifest.lines() {
+        let f: Vec<&str> = row.split('\t').collect();
+        if f.len() > 4 && f[0].starts_with("photos/imagenet-size/") && f[4] == "baseline" {
+            let path = root.join(f[0]);
+            let h = gpufeed::jpeg::parse_header(&std::fs::read(&path).unwrap(), u64::MAX).unwrap();
+            if gpufeed::decode::nvjpeg::hardware_takes(&h) {
+                let pixels = u64::from(h.width) * u64::from(h.height);
+                if pixels > limit {
+                    large += 1;
+                } else {
+                    small += 1;
+                }
+                let label = samples.len() as u32 % 7;
+                samples.push(Sample { path, label });
+            }
+        }
+    }
+    assert!(large > 0 && small > 0, "{large} large, {small} not");
+    let source = gpufeed::Source::from_samples(&root, samples).unwrap();
+    let build = |device, on: bool| {
+        small_u8_batches(&source, device)
+            .sequential_kernels(on)
+            .sequential_kernels_max_pixels(limit)
+            .hardware_decode_share(0.0)
+            .build()
+            .unwrap()
+    };
+    let emulated = device == gpufeed::Device::Emulated;
+    let mut cpu = build(gpufeed::Device::Cpu, false);
+    let mut dev = build(device, true);
+    common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+        if emulated {
+            let got = g.images().to_host().unwrap();
+            assert!(got.as_u8() == w.images().as_u8(), "{what}: pixels");
+        }
+    });
+    let s = dev.stats();
+    println!(
+        "{large} photos over {limit} pixels, {small} not, two epochs: {} on the engine, {} on \
+         the kernels, {} on nvJPEG's CUDA route, {} on the CPU",
+        s.decoded_hardware, s.decoded_progressive, s.decoded_cuda, s.decoded_cpu_fallback
+    );
+    // The kernels refuse none of these photos (tests above).
+    assert_eq!(s.decoded_progressive, 2 * small, "{s:?}");
+    if emulated {
+        assert_eq!(s.decoded_hardware, 2 * large, "{s:?}");
+    } else {
+        // What the engine refuses at its call decodes another way.
+        let elsewhere = s.decoded_hardware + s.decoded_cuda + s.decoded_cpu_fallback;
+        assert_eq!(elsewhere, 2 * large, "{s:?}");
+        let engine = gpufeed::decode::nvjpeg::hardware_decoder_info().is_ok();
+        assert_eq!(s.decoded_hardware > 0, engine, "{s:?}");
+    }
+    Ok(())
+}
+
+/// The route tests' pipeline on `device`: batches of 8 small u8 NHWC
+/// images, unnormalised, libjpeg-turbo on the CPU, no EXIF rotation (the
+/// kernels' pixels are libjpeg-turbo's, unrotated).
+fn small_u8_batches(source: &gpufeed::Source, device: gpufeed::Device) -> gpufeed::PipelineBuilder {
+    gpufeed::Pipeline::builder()
+        .source(source.clone())
+        .device(device)
+        .cpu_backend(gpufeed::decode::CpuBackend::TurboJpeg)
+        .apply_exif_orientation(false)
+        .batch_size(8)
+        .workers(2)
+        .output_size(32, 48)
+        .dtype(gpufeed::DType::U8)
+        .normalize(None)
+        .layout(gpufeed::Layout::Nhwc)
+}
+
 fn route_both(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
     route_with(PROGRESSIVE, device, decode, true)
 }
@@ -325,17 +424,7 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
     let n = samples.len();
     let source = gpufeed::Source::from_samples(&root, samples).unwrap();
     let build = |device, on: bool| {
-        gpufeed::Pipeline::builder()
-            .source(source.clone())
-            .device(device)
-            .cpu_backend(gpufeed::decode::CpuBackend::TurboJpeg)
-            .apply_exif_orientation(false)
-            .batch_size(8)
-            .workers(2)
-            .output_size(32, 48)
-            .dtype(gpufeed::DType::U8)
-            .normalize(None)
-            .layout(gpufeed::Layout::Nhwc)
+        small_u8_batches(&source, device)
             .staging_bytes(8 << 20)
             .progressive_kernels(on && !sequential)
             .sequential_kernels(on && (sequential || both))

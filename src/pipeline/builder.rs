@@ -89,6 +89,7 @@ pub struct PipelineBuilder {
     engine_call: usize,
     progressive: bool,
     sequential: bool,
+    sequential_max_pixels: u64,
     decoder_memory: u64,
     trace: bool,
     stream_buffer: Option<usize>,
@@ -133,6 +134,10 @@ impl Default for PipelineBuilder {
             engine_call: 0,
             progressive: std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1"),
             sequential: std::env::var("GPUFEED_SEQUENTIAL_GPU").as_deref() == Ok("1"),
+            sequential_max_pixels: std::env::var("GPUFEED_SEQUENTIAL_MAX_PIXELS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(u64::MAX),
             decoder_memory: DEFAULT_DECODER_MEMORY,
             trace: false,
             stream_buffer: None,
@@ -503,6 +508,23 @@ impl PipelineBuilder {
         self
     }
 
+    /// With [`sequential_kernels`](Self::sequential_kernels), sequential
+    /// JPEGs of more than `pixels` pixels skip the scan kernels: they go
+    /// to the hardware engine where it takes them, whatever
+    /// [`hardware_decode_share`](Self::hardware_decode_share) says (the
+    /// engine lanes are then made even at a share of 0), and otherwise to
+    /// nvJPEG's CUDA route (its GPU Huffman from 1 MP). A fallback for
+    /// multi-megapixel photos, which ran at 756 img/s on the kernels
+    /// against 5,860 on the engine (`photos/full`, H200, 4bbffad,
+    /// docs/BENCHMARKS.md), should more rounds of resynchronisation not
+    /// close that gap. Default: no limit, or
+    /// `GPUFEED_SEQUENTIAL_MAX_PIXELS` where the environment sets it.
+    #[doc(hidden)]
+    pub fn sequential_kernels_max_pixels(mut self, pixels: u64) -> Self {
+        self.sequential_max_pixels = pixels;
+        self
+    }
+
     /// Bytes of pinned plus device memory nvJPEG may hold for the CUDA
     /// route's pooled decoders (CUDA backend). Each decoder's buffers grow
     /// to the largest image it decoded, and there is one decoder per
@@ -599,6 +621,7 @@ impl PipelineBuilder {
             engine_call: self.engine_call,
             progressive: self.progressive,
             sequential: self.sequential,
+            sequential_max_pixels: self.sequential_max_pixels,
             decoder_memory: self.decoder_memory,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,

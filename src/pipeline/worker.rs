@@ -467,10 +467,11 @@ fn process(
         let size = (header.width, header.height);
         let engine_ok = crate::decode::nvjpeg::hardware_takes(&header);
         let draw = crate::decode::nvjpeg::hardware_draw(cfg.seed, task.epoch, task.index.into());
+        let pixels = u64::from(header.width) * u64::from(header.height);
         let to_engine = shared
             .worker_decode
             .as_ref()
-            .is_some_and(|w| w.route(engine_ok, draw));
+            .is_some_and(|w| w.route(engine_ok, draw, header.sof, pixels));
         s.eligible = engine_ok;
         let mut j = Jpeg {
             bytes: std::mem::take(buf),
@@ -479,7 +480,7 @@ fn process(
             kernels: shared
                 .worker_decode
                 .as_ref()
-                .is_some_and(|w| w.kernels(header.sof, to_engine)),
+                .is_some_and(|w| w.kernels(header.sof, to_engine, pixels)),
             plan: None,
             progressive: header.sof == crate::jpeg::SofKind::Progressive,
             width: header.width,

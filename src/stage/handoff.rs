@@ -140,6 +140,10 @@ pub(crate) struct WorkerDecode {
     /// slowly, and timed out on the fuzz corpus; the split kernels make a
     /// large photo many threads' work), where the route has lanes.
     pub(crate) sequential_gpu: bool,
+    /// Sequential images of more pixels skip the kernels: to the engine
+    /// where it takes them, whatever the share, else the CUDA route
+    /// (`PipelineBuilder::sequential_kernels_max_pixels`).
+    pub(crate) sequential_max_pixels: u64,
 }
 
 #[derive(Debug)]
@@ -151,22 +155,43 @@ pub(crate) enum WorkerDecodeKind {
 }
 
 impl WorkerDecode {
-    /// The route of an image whose header allows the engine or not
-    /// (`engine_ok`) and whose draw is `draw`: decided here, once, with
-    /// the share as it is now (it moves when steered).
-    pub(crate) fn route(&self, engine_ok: bool, draw: f64) -> bool {
+    /// The route of an image of coding process `sof` and `pixels` pixels
+    /// whose header allows the engine or not (`engine_ok`) and whose draw
+    /// is `draw`: decided here, once, with the share as it is now (it
+    /// moves when steered). The engine also takes the sequential images
+    /// too large for the scan kernels.
+    pub(crate) fn route(
+        &self,
+        engine_ok: bool,
+        draw: f64,
+        sof: crate::jpeg::SofKind,
+        pixels: u64,
+    ) -> bool {
         self.share.route(self.engine, engine_ok, draw)
+            || (self.engine && engine_ok && self.too_large(sof, pixels))
     }
 
-    /// Whether an image of coding process `sof`, routed to the engine or
-    /// not (`to_engine`), goes to the scan kernels.
-    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, to_engine: bool) -> bool {
+    /// Whether an image of coding process `sof` and `pixels` pixels,
+    /// routed to the engine or not (`to_engine`), goes to the scan
+    /// kernels.
+    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, to_engine: bool, pixels: u64) -> bool {
         use crate::jpeg::SofKind::{Baseline, Extended, Progressive};
         match sof {
             Progressive => self.progressive_gpu,
-            Baseline | Extended => self.sequential_gpu && !to_engine,
+            Baseline | Extended => {
+                self.sequential_gpu && !to_engine && !self.too_large(sof, pixels)
+            }
             _ => false,
         }
+    }
+
+    /// A sequential image the sequential kernels would take but for its
+    /// size.
+    fn too_large(&self, sof: crate::jpeg::SofKind, pixels: u64) -> bool {
+        use crate::jpeg::SofKind::{Baseline, Extended};
+        self.sequential_gpu
+            && matches!(sof, Baseline | Extended)
+            && pixels > self.sequential_max_pixels
     }
 
     /// The scan kernels' plan of `bytes` for [`Jpeg::plan`], unless

@@ -104,7 +104,14 @@ pub(super) fn make(
                 // each) took 1,762 ms of the 2.3 s `build()` on an H200
                 // with 6 in flight (4bbffad, the timeline's "build"
                 // track).
-                let lanes = if share.may_engine() { cfg.in_flight } else { 0 };
+                // Unless the sequential kernels' size limit sends the
+                // larger images there whatever the share.
+                let capped = cfg.sequential && cfg.sequential_max_pixels < u64::MAX;
+                let lanes = if share.may_engine() || capped {
+                    cfg.in_flight
+                } else {
+                    0
+                };
                 let cpu = fallback()?;
                 let (busy, batch) = (share.engine_busy(), cfg.batch_size);
                 let (t, began) = (timeline, Instant::now());
@@ -140,6 +147,7 @@ pub(super) fn make(
                             kind,
                             progressive_gpu: r.has_progressive() && cfg.progressive,
                             sequential_gpu: r.has_progressive() && cfg.sequential,
+                            sequential_max_pixels: cfg.sequential_max_pixels,
                         };
                         (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                     }
@@ -159,6 +167,7 @@ pub(super) fn make(
                     kind: WorkerDecodeKind::Emu,
                     progressive_gpu: cfg.progressive,
                     sequential_gpu: cfg.sequential,
+                    sequential_max_pixels: cfg.sequential_max_pixels,
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)
