@@ -425,6 +425,11 @@ for phase in "${phases[@]}"; do
       # 4bbffad the lease's deadline cut it before it ran).
       step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
         --batch 256 --epochs 2 --threads "$(nproc)"
+      # 4bbffad's CUPTI window again (share 1 beside the progressive
+      # lanes, 12 s in), now with the tracer's memory callbacks (session
+      # 40): what nvJPEG's ~18 cuMemFree calls a hardware call free, and
+      # from where (the summary's "memory calls" and call stacks).
+      CUPTI_FROM_S=12 cupti_run 1 memory GPUFEED_PROGRESSIVE_GPU=1
       # The scan kernels alone at the new defaults, both sets.
       scan_bench imagenet-size --sequential
       scan_bench full --sequential
