@@ -306,7 +306,7 @@ fn large_to_engine(device: gpufeed::Device) -> Outcome {
             .build()
             .unwrap()
     };
-    let emulated = device == gpufeed::Device::Emulated;
+    let emulated = device != gpufeed::Device::Cuda(0);
     let mut cpu = build(gpufeed::Device::Cpu, false);
     let mut dev = build(device, true);
     common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
