@@ -59,6 +59,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_large_sequential_files_go_to_the_engine,
     gpu_large_sequential_files_go_to_the_engine,
+    #[cfg(feature = "kernel-emu")]
+    emu_files_the_kernels_refuse_stay_on_the_workers,
+    gpu_files_the_kernels_refuse_stay_on_the_workers,
 );
 
 /// The corpus's files of each coding process (its manifest's `sof`).
@@ -298,24 +301,12 @@ fn large_to_engine(device: gpufeed::Device) -> Outcome {
     }
     assert!(large > 0 && small > 0, "{large} large, {small} not");
     let source = gpufeed::Source::from_samples(&root, samples).unwrap();
-    let build = |device, on: bool| {
-        small_u8_batches(&source, device)
-            .sequential_kernels(on)
+    let s = two_epochs_against_cpu(&source, device, |b, on| {
+        b.sequential_kernels(on)
             .sequential_kernels_max_pixels(limit)
             .hardware_decode_share(0.0)
-            .build()
-            .unwrap()
-    };
-    let emulated = device != gpufeed::Device::Cuda(0);
-    let mut cpu = build(gpufeed::Device::Cpu, false);
-    let mut dev = build(device, true);
-    common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
-        if emulated {
-            let got = g.images().to_host().unwrap();
-            assert!(got.as_u8() == w.images().as_u8(), "{what}: pixels");
-        }
     });
-    let s = dev.stats();
+    let emulated = device != gpufeed::Device::Cuda(0);
     println!(
         "{large} photos over {limit} pixels, {small} not, two epochs: {} on the engine, {} on \
          the kernels, {} on nvJPEG's CUDA route, {} on the CPU",
@@ -333,6 +324,93 @@ fn large_to_engine(device: gpufeed::Device) -> Outcome {
         assert_eq!(s.decoded_hardware > 0, engine, "{s:?}");
     }
     Ok(())
+}
+
+/// Files the scan kernels refuse before decoding (the planner refuses
+/// them, or `gf_color` does not convert their plan: incomplete
+/// progressions, colour or sampling it leaves to others) though
+/// libjpeg-turbo decodes them, with both kernel routes on at an engine
+/// share of 0: the worker that plans one sees the refusal and decodes it
+/// on its own route (nvJPEG's host phase there; emulated, the CPU), so
+/// none reaches a kernel lane, none comes back from one to the batch
+/// thread, and emulated every batch equals the CPU backend's bit for bit.
+/// Before, such a file went to a lane, which planned it again, refused
+/// it and handed it to the batch thread (issue 16, item 1: nothing
+/// decodes there).
+#[cfg(feature = "kernel-emu")]
+fn emu_files_the_kernels_refuse_stay_on_the_workers() -> Outcome {
+    refused_on_workers(gpufeed::Device::Emulated, &emu_rgb)
+}
+
+fn gpu_files_the_kernels_refuse_stay_on_the_workers() -> Outcome {
+    common::need_gpu()?;
+    refused_on_workers(gpufeed::Device::Cuda(0), &gpu_rgb)
+}
+
+fn refused_on_workers(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
+    use gpufeed::source::Sample;
+    let root = common::corpus()?;
+    let mut samples = Vec::new();
+    for kind in [PROGRESSIVE, SEQUENTIAL] {
+        for (_, path, data) in files(&root, kind, false) {
+            let routed = gpufeed::jpeg::parse_header(&data, u64::MAX)
+                .is_ok_and(|h| gpufeed::decode::nvjpeg::takes(&h));
+            if routed && decode(&path, &data).is_err() && libjpeg::rgb(&data, MAX_PIXELS).is_ok() {
+                let label = samples.len() as u32 % 7;
+                samples.push(Sample { path, label });
+            }
+        }
+    }
+    let n = samples.len() as u64;
+    assert!(n > 0, "no file the kernels refuse");
+    let source = gpufeed::Source::from_samples(&root, samples).unwrap();
+    let s = two_epochs_against_cpu(&source, device, |b, on| {
+        b.staging_bytes(8 << 20)
+            .progressive_kernels(on)
+            .sequential_kernels(on)
+            .hardware_decode_share(0.0)
+    });
+    let emulated = device != gpufeed::Device::Cuda(0);
+    println!(
+        "{n} files the kernels refuse, two epochs: {} on the workers' route ({} of them on the \
+         batch thread), {} on the kernels, {} on the CPU, {} skipped",
+        s.decoded_cuda,
+        s.decoded_cuda_batch_thread,
+        s.decoded_progressive,
+        s.decoded_cpu_fallback,
+        s.errors.iter().sum::<u64>()
+    );
+    assert_eq!(s.decoded_progressive, 0, "{s:?}");
+    assert_eq!(s.decoded_cuda_batch_thread, 0, "{s:?}");
+    if emulated {
+        // The workers' stand-in decodes every one of them.
+        assert_eq!(s.decoded_cuda, 2 * n, "{s:?}");
+        assert_eq!(s.decoded_cpu_fallback, 0, "{s:?}");
+    }
+    Ok(())
+}
+
+/// Two epochs of `source` on `device` against the CPU backend, each
+/// pipeline [`small_u8_batches`] set up by `setup` (`on`: the device's):
+/// the same samples in every batch and, emulated, the same pixels bit for
+/// bit (on CUDA the engine's and nvJPEG's pixels are not libjpeg-turbo's).
+/// The device pipeline's stats.
+fn two_epochs_against_cpu(
+    source: &gpufeed::Source,
+    device: gpufeed::Device,
+    setup: impl Fn(gpufeed::PipelineBuilder, bool) -> gpufeed::PipelineBuilder,
+) -> gpufeed::pipeline::Stats {
+    let build = |device, on| setup(small_u8_batches(source, device), on).build().unwrap();
+    let emulated = device != gpufeed::Device::Cuda(0);
+    let mut cpu = build(gpufeed::Device::Cpu, false);
+    let mut dev = build(device, true);
+    common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+        if emulated {
+            let got = g.images().to_host().unwrap();
+            assert!(got.as_u8() == w.images().as_u8(), "{what}: pixels");
+        }
+    });
+    dev.stats()
 }
 
 /// The route tests' pipeline on `device`: batches of 8 small u8 NHWC
@@ -367,8 +445,9 @@ fn route_both(device: gpufeed::Device, decode: DecodeRgb) -> Outcome {
 ///   `photos/full` (minutes emulated), damaged, incomplete and CMYK ones
 ///   included, and the sequential photos of `photos/imagenet-size` (for
 ///   the emulated engine, beside). The files the kernels refuse decode
-///   on the CPU, so both halves of the route run, and the batches equal
-///   the CPU backend's.
+///   on the CPU (the workers', where the plan refused them; the lane's,
+///   where a scan faulted), so both halves of the route run, and the
+///   batches equal the CPU backend's.
 /// * CUDA: the files the kernels decode equal to libjpeg-turbo on their
 ///   own (`decode`, a file at a time), so that every image of every
 ///   batch comes from the route: each decoded by the kernels, and the
@@ -452,9 +531,11 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
     let s = dev.stats();
     println!(
         "{} files ({taken} the kernels decode alone), two epochs: {} decoded by the kernels, \
-         {} on the CPU after they refused, {} on the (emulated) engine, {} skipped",
+         {} on the workers after a refused plan, {} on the CPU after a scan fault, {} on the \
+         (emulated) engine, {} skipped",
         n,
         s.decoded_progressive,
+        s.decoded_cuda,
         s.decoded_cpu_fallback,
         s.decoded_hardware,
         s.errors.iter().sum::<u64>()
@@ -496,11 +577,13 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
     // stages to name the limit.
     assert!(s.progressive_busy > std::time::Duration::ZERO, "{s:?}");
     if emulated {
-        // Both halves of the route ran, and (progressive files alone) the
-        // engine beside them.
+        // Both halves of the route ran: the files the kernels refuse
+        // decoded on the workers (a refused plan) or on the lane's CPU (a
+        // scan fault); and (progressive files alone) the engine beside
+        // them.
         assert!(
             s.decoded_progressive > 0
-                && s.decoded_cpu_fallback > 0
+                && s.decoded_cuda + s.decoded_cpu_fallback > 0
                 && (s.decoded_hardware > 0) != (sequential || both),
             "{s:?}"
         );

@@ -480,7 +480,7 @@ fn process(
             kernels: shared
                 .worker_decode
                 .as_ref()
-                .is_some_and(|w| w.kernels(header.sof, to_engine, pixels)),
+                .is_some_and(|w| w.kernels.takes(header.sof, to_engine, pixels)),
             plan: None,
             progressive: header.sof == crate::jpeg::SofKind::Progressive,
             width: header.width,
@@ -490,7 +490,12 @@ fn process(
         };
         let mut t2 = t1;
         if j.kernels {
-            j.plan = crate::stage::handoff::WorkerDecode::plan(&j.bytes, cfg.max_pixels);
+            use crate::stage::handoff::{Planned, WorkerDecode};
+            match WorkerDecode::plan(&j.bytes, cfg.max_pixels, size) {
+                Planned::Plan(p) => j.plan = Some(p),
+                Planned::Refused => j.kernels = false,
+                Planned::NotTried => {}
+            }
             t2 = Instant::now();
             trace("scan plan", t1);
         }

@@ -14,9 +14,9 @@ pub struct DecodeBench {
     engine: super::cuda::CudaEngine,
     arena: super::cuda::CudaArena,
     route: super::cuda::NvRoute,
-    /// Compressed bytes, width and height of each distinct image, and
-    /// whether the engine supports it.
-    jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool, bool)>,
+    /// Compressed bytes, width and height of each distinct image, whether
+    /// the engine supports it, and its coding process.
+    jpegs: Vec<Image>,
     batch: usize,
     next: usize,
     counts: super::cuda::RouteCounts,
@@ -25,10 +25,22 @@ pub struct DecodeBench {
     share: crate::decode::nvjpeg::Share,
     /// Engine calls per batch, each on a lane of its own, in flight at once.
     engine_calls: usize,
-    /// gpufeed's scan kernels for (progressive, sequential) files
+    /// Which files gpufeed's scan kernels take
     /// ([`with_kernels`](Self::with_kernels)).
-    kernels: (bool, bool),
+    kernels: super::handoff::KernelRule,
+    /// [`sequential_kernels_max_pixels`](Self::sequential_kernels_max_pixels).
+    max_pixels: u64,
 }
+
+/// A benchmark image: its bytes, width, height, whether the engine takes
+/// it, and its coding process.
+type Image = (
+    crate::reader::PooledBytes,
+    u32,
+    u32,
+    bool,
+    crate::jpeg::SofKind,
+);
 
 impl std::fmt::Debug for DecodeBench {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,8 +79,7 @@ impl DecodeBench {
             };
             if crate::decode::nvjpeg::gpu_routable(&h, false) {
                 let engine_ok = crate::decode::nvjpeg::hardware_takes(&h);
-                let progressive = h.sof == crate::jpeg::SofKind::Progressive;
-                jpegs.push((bytes.clone(), h.width, h.height, engine_ok, progressive));
+                jpegs.push((bytes.clone(), h.width, h.height, engine_ok, h.sof));
             }
         }
         if jpegs.is_empty() || batch == 0 || engine_calls == 0 {
@@ -83,9 +94,9 @@ impl DecodeBench {
         while jpegs.len() < batch {
             jpegs.extend_from_within(..distinct);
         }
-        let jpegs: Vec<(crate::reader::PooledBytes, u32, u32, bool, bool)> = jpegs
+        let jpegs: Vec<Image> = jpegs
             .into_iter()
-            .map(|(b, w, h, ok, prog)| (b.into(), w, h, ok, prog))
+            .map(|(b, w, h, ok, sof)| (b.into(), w, h, ok, sof))
             .collect();
         // Arena room for the `batch` largest images, so any batch fits.
         let mut sizes: Vec<usize> = jpegs
@@ -123,7 +134,8 @@ impl DecodeBench {
             counts: Default::default(),
             share,
             engine_calls,
-            kernels: (false, false),
+            kernels: super::handoff::KernelRule::OFF,
+            max_pixels: u64::MAX,
         })
     }
 
@@ -148,8 +160,23 @@ impl DecodeBench {
         self.route
             .add_progressive(&self.engine, &ledgers, None, kinds);
         if self.route.has_progressive() {
-            self.kernels = (progressive, sequential);
+            self.kernels = super::handoff::KernelRule {
+                progressive,
+                sequential,
+                max_pixels: self.max_pixels,
+            };
         }
+        self
+    }
+
+    /// Sequential images of more than `pixels` pixels skip the sequential
+    /// kernels, as the pipeline's `sequential_kernels_max_pixels`: to the
+    /// engine where it takes them, whatever the share, else nvJPEG's CUDA
+    /// route. Default: no limit. Set it before
+    /// [`with_kernels`](Self::with_kernels) or after, either way.
+    pub fn sequential_kernels_max_pixels(mut self, pixels: u64) -> DecodeBench {
+        self.max_pixels = pixels;
+        self.kernels.max_pixels = pixels;
         self
     }
 
@@ -186,17 +213,16 @@ impl DecodeBench {
         let mut pixels = 0;
         for k in 0..self.batch {
             let i = (self.next + k) % n;
-            let (bytes, w, h, engine_ok, progressive) = &mut self.jpegs[i];
-            let (w, h, engine_ok, progressive) = (*w, *h, *engine_ok, *progressive);
-            pixels += u64::from(w) * u64::from(h);
-            // A fixed draw per distinct image, as the pipeline's.
+            let (bytes, w, h, engine_ok, sof) = &mut self.jpegs[i];
+            let (w, h, engine_ok, sof) = (*w, *h, *engine_ok, *sof);
+            let area = u64::from(w) * u64::from(h);
+            pixels += area;
+            // A fixed draw per distinct image, as the pipeline's, and the
+            // pipeline's rule (`WorkerDecode::route`).
             let draw = crate::decode::nvjpeg::hardware_draw(0, 0, i as u64);
-            let engine_takes = self.share.route(engine, engine_ok, draw);
-            let kernels = if progressive {
-                self.kernels.0
-            } else {
-                self.kernels.1 && !engine_takes
-            };
+            let engine_takes = self.share.route(engine, engine_ok, draw)
+                || (engine && engine_ok && self.kernels.too_large(sof, area));
+            let kernels = self.kernels.takes(sof, engine_takes, area);
             let job = super::cuda::JpegJob {
                 bytes: std::mem::take(bytes),
                 width: w,
@@ -210,7 +236,7 @@ impl DecodeBench {
                 // The lane plans: decode-bench times the decode as a
                 // whole.
                 plan: None,
-                progressive,
+                progressive: sof == crate::jpeg::SofKind::Progressive,
             };
             at += (w as usize * h as usize * 3).next_multiple_of(256);
             if job.to_engine {

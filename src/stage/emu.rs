@@ -167,14 +167,19 @@ fn count_growth(
 /// An emulated progressive lane (`PipelineBuilder::progressive_kernels`):
 /// the progressive kernels compiled for the host, and a CPU decoder for
 /// the files they refuse, which on CUDA go back to the batch thread's
-/// decoders (`stage/cuda/prog_route.rs`). The CPU decoder's image buffer
-/// stands for the CUDA lane's device buffers, which grow to the largest
-/// group and stay: it is counted in `ledger` as they are (issue 16, item
-/// 5). The kernels' scratch lives only for a call and is not counted.
+/// decoders (`stage/cuda/prog_route.rs`). A CUDA lane's buffers grow to
+/// its largest call and stay (`cuda/prog_batch.rs`, `Buffers`): device
+/// memory for the files, their coefficients (i16) and samples (a byte
+/// each), page-locked staging for the files. `held` counts what those
+/// would be for this lane's calls in `ledger`, as the CUDA lane counts
+/// them, and so does the CPU decoder's image buffer (issue 16, item 5);
+/// the kernels' scratch here lives only for a call.
 pub(super) struct EmuProgLane {
     pub(super) cpu: crate::decode::CpuDecoder,
     pub(super) img: crate::decode::Image,
     pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
+    /// (device, page-locked) bytes counted for the kernels' buffers.
+    pub(super) held: (usize, usize),
 }
 
 /// Per job: decoded by the kernels (`true`) or, refused by them, by the
@@ -190,9 +195,31 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
     // make sequential ones short (4bbffad): the latency is progressive
     // files' alone.
     let slow = jobs.iter().any(|j| j.progressive);
-    let reply = jobs
+    // Planned first, as a CUDA lane plans its call before sizing its
+    // buffers for the files the plans take.
+    let planned: Vec<_> = jobs
         .into_iter()
-        .map(|j| decode_progressive(lane, j))
+        .map(|mut j| {
+            let p = crate::jpeg::scans::given_or_planned(j.plan.take(), &j.bytes).ok();
+            let p = p.filter(|p| (p.width, p.height) == j.size);
+            (j, p)
+        })
+        .collect();
+    let (mut files, mut coefs) = (0, 0);
+    for (j, p) in &planned {
+        if let Some(p) = p {
+            files += j.bytes.len();
+            coefs += (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>();
+        }
+    }
+    let device = files + 3 * coefs;
+    use crate::decode::nvjpeg::Kind;
+    count_growth(&lane.ledger, Kind::Device, lane.held.0, device);
+    count_growth(&lane.ledger, Kind::Pinned, lane.held.1, files);
+    lane.held = (lane.held.0.max(device), lane.held.1.max(files));
+    let reply = planned
+        .into_iter()
+        .map(|(j, p)| decode_progressive(lane, j, p))
         .collect();
     if slow {
         std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
@@ -200,14 +227,18 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
     reply
 }
 
-/// One job of [`emu_progressive`].
-fn decode_progressive(lane: &mut EmuProgLane, j: EmuJob) -> std::result::Result<bool, SampleError> {
+/// One job of [`emu_progressive`], planned as `plan` (`None`: refused).
+fn decode_progressive(
+    lane: &mut EmuProgLane,
+    j: EmuJob,
+    plan: Option<crate::jpeg::scans::Plan>,
+) -> std::result::Result<bool, SampleError> {
     let bytes = j.size.0 as usize * j.size.1 as usize * 3;
     let mut arena = j.arena.lock().unwrap_or_else(|p| p.into_inner());
     let out = arena
         .get_mut(j.at..j.at + bytes)
         .ok_or_else(|| SampleError::Panic("progressive image outside the arena".into()))?;
-    if kernels_decode(&j.bytes, j.size, j.plan, out) {
+    if kernels_decode(&j.bytes, plan, out) {
         return Ok(true);
     }
     let before = lane.img.data.capacity();
@@ -243,33 +274,21 @@ fn progressive_latency() -> std::time::Duration {
     }))
 }
 
-/// Whether the kernels decoded `data` (a `size` image) into `out`: as the
-/// CUDA lanes check, the plan must take it at its header's size, `gf_color`
-/// convert it, and every chain of scans report success. `plan`: the
-/// worker's, else the lane plans.
+/// Whether the kernels decoded `data`, planned as `plan` at its header's
+/// size (`None`: the plan refused it), into `out`: as the CUDA lanes
+/// check, `gf_color` must convert the plan and every chain of scans
+/// report success.
 #[cfg(feature = "kernel-emu")]
-fn kernels_decode(
-    data: &[u8],
-    size: (u32, u32),
-    plan: Option<Box<crate::jpeg::scans::Plan>>,
-    out: &mut [u8],
-) -> bool {
-    let Ok(p) = crate::jpeg::scans::given_or_planned(plan, data) else {
-        return false;
-    };
-    (p.width, p.height) == size
-        && crate::cuda::pixels::emu_decode(&p, data, out)
+fn kernels_decode(data: &[u8], plan: Option<crate::jpeg::scans::Plan>, out: &mut [u8]) -> bool {
+    plan.is_some_and(|p| {
+        crate::cuda::pixels::emu_decode(&p, data, out)
             .is_ok_and(|status| status.iter().all(|&s| s == 0))
+    })
 }
 
 /// Without `kernel-emu` the kernels are not built; nothing calls this (no
 /// [`EmuDevice`] exists).
 #[cfg(not(feature = "kernel-emu"))]
-fn kernels_decode(
-    _data: &[u8],
-    _size: (u32, u32),
-    _plan: Option<Box<crate::jpeg::scans::Plan>>,
-    _out: &mut [u8],
-) -> bool {
+fn kernels_decode(_data: &[u8], _plan: Option<crate::jpeg::scans::Plan>, _out: &mut [u8]) -> bool {
     false
 }

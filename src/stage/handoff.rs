@@ -90,8 +90,9 @@ pub(crate) struct Jpeg {
     /// does not: a lane's call is on the batch's critical path, and its
     /// planning was about 40 % of a lane's CPU time (~16 us an image; a
     /// lane spent ~10 ms of CPU a batch of 256 on an H200, 4bbffad).
-    /// `None` where the plan refused the file (the lane refuses it too) or
-    /// `GPUFEED_PLAN_ON_WORKERS=0` (a diagnostic: the lane plans).
+    /// `None` with `GPUFEED_PLAN_ON_WORKERS=0` (a diagnostic: the lane
+    /// plans); a file the worker's plan refuses does not go to the
+    /// kernels ([`Planned::Refused`]).
     pub(crate) plan: Option<Box<crate::jpeg::scans::Plan>>,
     /// A progressive file (SOF2): with the sequential kernels on too, the
     /// scan kernels' lanes keep them apart (`cuda/lanes.rs`,
@@ -130,20 +131,69 @@ pub(crate) struct WorkerDecode {
     pub(crate) engine: bool,
     pub(crate) share: Arc<crate::decode::nvjpeg::Share>,
     pub(crate) kind: WorkerDecodeKind,
-    /// Progressive files go to the batch thread compressed, for the
-    /// progressive lanes (`stage/cuda/prog_route.rs`), instead of a host
-    /// phase here.
-    pub(crate) progressive_gpu: bool,
-    /// So do sequential files of the CUDA share, whatever their size
-    /// (issue 16, item 3c: under 1 MP their Huffman decoding is the CUDA
-    /// route's CPU cost; from 1 MP nvJPEG's GPU Huffman decodes them,
-    /// slowly, and timed out on the fuzz corpus; the split kernels make a
-    /// large photo many threads' work), where the route has lanes.
-    pub(crate) sequential_gpu: bool,
+    /// Which files go to the batch thread compressed for gpufeed's scan
+    /// kernels instead of a host phase here.
+    pub(crate) kernels: KernelRule,
+}
+
+/// Which JPEGs gpufeed's scan kernels take (issue 16, item 3c): one rule
+/// for the pipeline's workers and `decode-bench`, so that the benchmark's
+/// decode-only rates are the pipeline's routes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KernelRule {
+    /// Progressive files (`stage/cuda/prog_route.rs`).
+    pub(crate) progressive: bool,
+    /// Sequential files of the CUDA share, whatever their size up to
+    /// `max_pixels` (under 1 MP their Huffman decoding is the CUDA route's
+    /// CPU cost; from 1 MP nvJPEG's GPU Huffman decodes them, slowly, and
+    /// timed out on the fuzz corpus; the split kernels make a large photo
+    /// many threads' work), where the route has lanes.
+    pub(crate) sequential: bool,
     /// Sequential images of more pixels skip the kernels: to the engine
     /// where it takes them, whatever the share, else the CUDA route
     /// (`PipelineBuilder::sequential_kernels_max_pixels`).
-    pub(crate) sequential_max_pixels: u64,
+    pub(crate) max_pixels: u64,
+}
+
+impl KernelRule {
+    /// No file to the kernels.
+    pub(crate) const OFF: KernelRule = KernelRule {
+        progressive: false,
+        sequential: false,
+        max_pixels: u64::MAX,
+    };
+
+    /// Whether an image of coding process `sof` and `pixels` pixels,
+    /// routed to the engine or not (`to_engine`), goes to the kernels.
+    pub(crate) fn takes(&self, sof: crate::jpeg::SofKind, to_engine: bool, pixels: u64) -> bool {
+        use crate::jpeg::SofKind::{Baseline, Extended, Progressive};
+        match sof {
+            Progressive => self.progressive,
+            Baseline | Extended => self.sequential && !to_engine && !self.too_large(sof, pixels),
+            _ => false,
+        }
+    }
+
+    /// A sequential image the sequential kernels would take but for its
+    /// size: the engine takes it where it can, whatever the share.
+    pub(crate) fn too_large(&self, sof: crate::jpeg::SofKind, pixels: u64) -> bool {
+        use crate::jpeg::SofKind::{Baseline, Extended};
+        self.sequential && matches!(sof, Baseline | Extended) && pixels > self.max_pixels
+    }
+}
+
+/// What a worker's planner made of a file for the scan kernels.
+#[derive(Debug)]
+pub(crate) enum Planned {
+    /// Its plan, for the lane.
+    Plan(Box<crate::jpeg::scans::Plan>),
+    /// The kernels do not take it (the plan refused it, its size is not
+    /// the header's, or `gf_color` does not convert it): the worker's
+    /// route takes it instead of the lane, which would hand it back to the
+    /// batch thread (issue 16, item 1: the batch thread decodes nothing).
+    Refused,
+    /// `GPUFEED_PLAN_ON_WORKERS=0` (a diagnostic): the lane plans.
+    NotTried,
 }
 
 #[derive(Debug)]
@@ -168,40 +218,24 @@ impl WorkerDecode {
         pixels: u64,
     ) -> bool {
         self.share.route(self.engine, engine_ok, draw)
-            || (self.engine && engine_ok && self.too_large(sof, pixels))
+            || (self.engine && engine_ok && self.kernels.too_large(sof, pixels))
     }
 
-    /// Whether an image of coding process `sof` and `pixels` pixels,
-    /// routed to the engine or not (`to_engine`), goes to the scan
-    /// kernels.
-    pub(crate) fn kernels(&self, sof: crate::jpeg::SofKind, to_engine: bool, pixels: u64) -> bool {
-        use crate::jpeg::SofKind::{Baseline, Extended, Progressive};
-        match sof {
-            Progressive => self.progressive_gpu,
-            Baseline | Extended => {
-                self.sequential_gpu && !to_engine && !self.too_large(sof, pixels)
-            }
-            _ => false,
-        }
-    }
-
-    /// A sequential image the sequential kernels would take but for its
-    /// size.
-    fn too_large(&self, sof: crate::jpeg::SofKind, pixels: u64) -> bool {
-        use crate::jpeg::SofKind::{Baseline, Extended};
-        self.sequential_gpu
-            && matches!(sof, Baseline | Extended)
-            && pixels > self.sequential_max_pixels
-    }
-
-    /// The scan kernels' plan of `bytes` for [`Jpeg::plan`], unless
-    /// `GPUFEED_PLAN_ON_WORKERS=0`.
-    pub(crate) fn plan(bytes: &[u8], max_pixels: u64) -> Option<Box<crate::jpeg::scans::Plan>> {
+    /// The scan kernels' plan of `bytes`, a `size` image, for
+    /// [`Jpeg::plan`], unless `GPUFEED_PLAN_ON_WORKERS=0`.
+    pub(crate) fn plan(bytes: &[u8], max_pixels: u64, size: (u32, u32)) -> Planned {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let on = *ON.get_or_init(|| std::env::var("GPUFEED_PLAN_ON_WORKERS").as_deref() != Ok("0"));
-        on.then(|| crate::jpeg::scans::plan(bytes, max_pixels).ok())
-            .flatten()
-            .map(Box::new)
+        if !on {
+            return Planned::NotTried;
+        }
+        // The lanes' own test (`stage/cuda/prog_route.rs`, `stage/emu.rs`).
+        match crate::jpeg::scans::plan(bytes, max_pixels) {
+            Ok(p) if (p.width, p.height) == size && crate::cuda::pixels::converts(&p) => {
+                Planned::Plan(Box::new(p))
+            }
+            _ => Planned::Refused,
+        }
     }
 
     /// Whether [`start`](Self::start) decodes `j` into the caller's image

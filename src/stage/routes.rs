@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::Engine;
 use super::cuda::NvRoute;
-use super::handoff::{WorkerDecode, WorkerDecodeKind};
+use super::handoff::{KernelRule, WorkerDecode, WorkerDecodeKind};
 use super::jpeg::JpegRoute;
 use crate::config::Config;
 use crate::cuda::lanes::Observe;
@@ -145,9 +145,11 @@ pub(super) fn make(
                             engine: r.has_hardware(),
                             share: share.clone(),
                             kind,
-                            progressive_gpu: r.has_progressive() && cfg.progressive,
-                            sequential_gpu: r.has_progressive() && cfg.sequential,
-                            sequential_max_pixels: cfg.sequential_max_pixels,
+                            kernels: KernelRule {
+                                progressive: r.has_progressive() && cfg.progressive,
+                                sequential: r.has_progressive() && cfg.sequential,
+                                max_pixels: cfg.sequential_max_pixels,
+                            },
                         };
                         (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                     }
@@ -165,9 +167,11 @@ pub(super) fn make(
                     engine: true,
                     share: share.clone(),
                     kind: WorkerDecodeKind::Emu,
-                    progressive_gpu: cfg.progressive,
-                    sequential_gpu: cfg.sequential,
-                    sequential_max_pixels: cfg.sequential_max_pixels,
+                    kernels: KernelRule {
+                        progressive: cfg.progressive,
+                        sequential: cfg.sequential,
+                        max_pixels: cfg.sequential_max_pixels,
+                    },
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)
@@ -199,6 +203,7 @@ pub(super) fn make(
                                 cpu: fallback()?,
                                 img: crate::decode::Image::default(),
                                 ledger: ledgers.route.clone(),
+                                held: (0, 0),
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;

@@ -39,6 +39,13 @@ pub(crate) struct Args {
     /// (`GPUFEED_SEQUENTIAL_GPU=1`): the kernel route's decode-only rate.
     #[arg(long)]
     sequential_kernels: bool,
+    /// With `--sequential-kernels`, sequential images of more pixels skip
+    /// the kernels (to the engine where it takes them, whatever the share,
+    /// else nvJPEG's CUDA route), as the pipeline's
+    /// `sequential_kernels_max_pixels`. Default: no limit, or
+    /// `GPUFEED_SEQUENTIAL_MAX_PIXELS` as in a pipeline.
+    #[arg(long, value_name = "PIXELS")]
+    sequential_max_pixels: Option<u64>,
     /// Print one JSON array.
     #[arg(long)]
     json: bool,
@@ -61,6 +68,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             serde_json::Value::Null
         }
     };
+    let max_pixels = args
+        .sequential_max_pixels
+        .or_else(|| {
+            let v = std::env::var("GPUFEED_SEQUENTIAL_MAX_PIXELS").ok()?;
+            v.parse().ok()
+        })
+        .unwrap_or(u64::MAX);
     let mut rows = Vec::new();
     let runs = args
         .hardware_share
@@ -82,6 +96,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             threads,
             calls,
         )?
+        .sequential_kernels_max_pixels(max_pixels)
         .with_kernels(args.progressive_kernels, args.sequential_kernels);
         for _ in 0..2 {
             b.run_batch()?;
@@ -115,6 +130,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
             "decoded_kernels": kernels,
+            "sequential_max_pixels": (max_pixels < u64::MAX).then_some(max_pixels),
             "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
             "hardware_decoder": engine,
         });

@@ -4,9 +4,11 @@
 //! group's arena, so that no CPU thread decodes their Huffman codes. A
 //! lane plans its files (the route's only host work), uploads them, queues
 //! the three kernels on its own stream and waits for them, as an engine
-//! lane waits for the engine. A file the plan refuses or whose scans fault
-//! goes back to the batch thread, which decodes it as it decodes the
-//! engine's refusals (CUDA, then the CPU).
+//! lane waits for the engine. A file whose scans fault goes back to the
+//! batch thread, which decodes it as it decodes the engine's refusals
+//! (CUDA, then the CPU); so does one the plan refuses, where the lane
+//! plans (`GPUFEED_PLAN_ON_WORKERS=0`; otherwise the worker that planned it
+//! kept it, `handoff::Planned::Refused`).
 //!
 //! Off unless `PipelineBuilder::progressive_kernels` (or
 //! `GPUFEED_PROGRESSIVE_GPU=1`): correct on an H200 but slow there, and
