@@ -442,22 +442,25 @@ for phase in "${phases[@]}"; do
       step bench-cuda-sequential-sweep 150 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
         --sweep in-flight=4,6,8 --out "$logs/sequential-in-flight"
-      # Two lanes answer the kernels' calls, and a call lasted a median
-      # 19 ms at 4bbffad, ~10 ms of it the lane thread's CPU (planning,
-      # packing, waiting): 2 x 256 images / 19 ms is ~27,000 img/s, where
-      # the route stopped. More lanes, more calls at once.
-      step bench-cuda-sequential-lanes4 150 env GPUFEED_SEQUENTIAL_GPU=1 \
-        GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=6,8,12 \
-        --out "$logs/sequential-lanes4"
+      # At 4bbffad two lanes answered the kernels' calls, and a call
+      # lasted a median 19 ms, ~10 ms of it the lane thread's CPU
+      # (planning, packing, waiting): 2 x 256 images / 19 ms is ~27,000
+      # img/s, where the route stopped. Since session 41 there is a lane
+      # per batch in flight (the sweep above); two lanes, as before:
+      step bench-cuda-sequential-lanes2 150 env GPUFEED_SEQUENTIAL_GPU=1 \
+        GPUFEED_PROGRESSIVE_LANES=2 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=6,8 \
+        --out "$logs/sequential-lanes2"
       # Every Huffman decode on the GPU (issue 16's 0.1 CPU-ms per image):
       # both kernel routes, which at 0d15f52 ran 5,500 img/s at 0.085
       # CPU-ms, each call waiting for its batch's progressive photos (~70
       # ms, one thread per chain). Since session 38 the two kinds of file
-      # have lanes of their own (stage::KernelLanes): 4 progressive lanes
-      # and enough batches in flight to cover their latency.
+      # have lanes of their own (stage::KernelLanes), since session 41 one
+      # per batch in flight: enough batches in flight to cover the
+      # progressive calls' latency, (K - 1) x 256 / 70 ms by the emulated
+      # model.
       step bench-cuda-both-kernels 150 env GPUFEED_SEQUENTIAL_GPU=1 GPUFEED_PROGRESSIVE_GPU=1 \
-        GPUFEED_PROGRESSIVE_LANES=4 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --hardware-share 0 --sweep in-flight=8,12,16 \
         --out "$logs/both-kernels"
       # Session 38 moved the kernels' planning (~16 us an image) from the

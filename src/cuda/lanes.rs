@@ -23,26 +23,30 @@ pub(crate) const CALL: &str = "engine: decode call";
 /// (`stage/cuda/prog_route.rs`).
 pub(crate) const PROGRESSIVE_CALL: &str = "progressive: decode call";
 
-/// Scan kernels' lanes per pipeline (CUDA and emulated), or per kind of
-/// file where both the progressive and the sequential kernels are on
-/// (`stage::KernelLanes`).
+/// Scan kernels' lanes per kind of file (`stage::KernelLanes`), at least.
 const PROGRESSIVE_LANES: usize = 2;
 
-/// [`PROGRESSIVE_LANES`], unless `GPUFEED_PROGRESSIVE_LANES` (1-16) says
-/// otherwise: a diagnostic (issue 16, item 3c). On an H200 (2026-11-27)
-/// a progressive lane's call lasted about as long as its slowest image's
-/// decode on one GPU thread (~70 ms), whatever the images in it, and the
-/// kernel routes ran the pipeline at ~3,500 img/s: with more lanes and
-/// more batches in flight, more such calls overlap.
-pub(crate) fn progressive_lanes() -> usize {
-    static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LANES.get_or_init(|| {
+/// The scan kernels' lanes per kind of file for a pipeline with
+/// `in_flight` batches in flight (CUDA and emulated): one per batch in
+/// flight, at least [`PROGRESSIVE_LANES`], unless
+/// `GPUFEED_PROGRESSIVE_LANES` (1-16, a diagnostic) says otherwise. A
+/// lane answers one call at a time and a call lasts as long as its
+/// slowest file (a batch's progressive photos, one GPU thread per chain:
+/// ~70 ms on an H200, 0d15f52), and each batch in flight has at most one
+/// call per kind out; with fewer lanes, calls queue behind each other. On
+/// the emulated device, calls held to a fixed latency ran the pipeline at
+/// about min(lanes, in flight - 1) x batch / latency (docs/BENCHMARKS.md,
+/// "Latency-bound lanes"). The cost: each lane's buffers grow to its
+/// largest call (counted in `Pipeline::memory()`).
+pub(crate) fn progressive_lanes(in_flight: usize) -> usize {
+    static LANES: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let set = *LANES.get_or_init(|| {
         std::env::var("GPUFEED_PROGRESSIVE_LANES")
             .ok()
             .and_then(|v| v.parse().ok())
             .filter(|n| (1..=16).contains(n))
-            .unwrap_or(PROGRESSIVE_LANES)
-    })
+    });
+    set.unwrap_or(in_flight.max(PROGRESSIVE_LANES))
 }
 
 /// `run`, reporting each call to `observe` when there is one.

@@ -156,7 +156,8 @@ impl DecodeBench {
             pinned_wait: Default::default(),
             progressive_busy: Default::default(),
         };
-        let kinds = super::KernelLanes::new(progressive, sequential);
+        // One batch at a time.
+        let kinds = super::KernelLanes::new(progressive, sequential, 1);
         self.route
             .add_progressive(&self.engine, &ledgers, None, kinds);
         if self.route.has_progressive() {

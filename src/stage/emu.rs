@@ -212,10 +212,17 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
             coefs += (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>();
         }
     }
-    let device = files + 3 * coefs;
+    // Charged as the CUDA lane charges its buffers' growth (no driver
+    // allocation counted: those are nvJPEG's, `Stats::decoder_allocations`).
+    // The ledger has no limit: the charges always go through.
     use crate::decode::nvjpeg::Kind;
-    count_growth(&lane.ledger, Kind::Device, lane.held.0, device);
-    count_growth(&lane.ledger, Kind::Pinned, lane.held.1, files);
+    let device = files + 3 * coefs;
+    let _ = lane
+        .ledger
+        .charge(Kind::Device, device.saturating_sub(lane.held.0) as u64);
+    let _ = lane
+        .ledger
+        .charge(Kind::Pinned, files.saturating_sub(lane.held.1) as u64);
     lane.held = (lane.held.0.max(device), lane.held.1.max(files));
     let reply = planned
         .into_iter()

@@ -21,10 +21,10 @@ use crate::error::Result;
 /// slowest file: a progressive photo on one GPU thread per chain (a batch's
 /// dozen took ~70 ms on an H200, 0d15f52), against ~19 ms for a batch's
 /// sequential files on the split kernels (4bbffad). With both kinds on,
-/// each has `progressive_lanes()` lanes of its own (lanes `0..n` for the
-/// sequential files, `n..2n` for the progressive ones), so that sequential
-/// files never wait behind a progressive call; with one kind, it has the
-/// `n` lanes to itself.
+/// each has `progressive_lanes(in_flight)` lanes of its own (lanes `0..n`
+/// for the sequential files, `n..2n` for the progressive ones), so that
+/// sequential files never wait behind a progressive call; with one kind,
+/// it has the `n` lanes to itself.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct KernelLanes {
     per_kind: usize,
@@ -34,10 +34,11 @@ pub(crate) struct KernelLanes {
 }
 
 impl KernelLanes {
-    /// For a pipeline with the progressive and/or sequential kernels on.
-    pub(crate) fn new(progressive: bool, sequential: bool) -> KernelLanes {
+    /// For a pipeline with the progressive and/or sequential kernels on
+    /// and `in_flight` batches in flight.
+    pub(crate) fn new(progressive: bool, sequential: bool, in_flight: usize) -> KernelLanes {
         KernelLanes {
-            per_kind: crate::cuda::lanes::progressive_lanes(),
+            per_kind: crate::cuda::lanes::progressive_lanes(in_flight),
             both: progressive && sequential,
             turns: [0; 2],
         }
@@ -125,7 +126,8 @@ pub(super) fn make(
                     Ok(mut r) => {
                         if cfg.progressive || cfg.sequential {
                             let began = Instant::now();
-                            let kinds = KernelLanes::new(cfg.progressive, cfg.sequential);
+                            let kinds =
+                                KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
                             r.add_progressive(e, ledgers, observe.clone(), kinds);
                             built(observe, "device: progressive lanes", began);
                         }
@@ -195,7 +197,7 @@ pub(super) fn make(
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
-                let prog_kinds = KernelLanes::new(cfg.progressive, cfg.sequential);
+                let prog_kinds = KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
                 let prog = if cfg.progressive || cfg.sequential {
                     let states = (0..prog_kinds.lanes())
                         .map(|_| {

@@ -394,8 +394,9 @@ impl NvRoute {
         })
     }
 
-    /// Send progressive files to the progressive lanes (two, or
-    /// `GPUFEED_PROGRESSIVE_LANES`) on `engine`'s device (`prog_route.rs`),
+    /// Send progressive files to the progressive lanes (as many as `kinds`
+    /// says: `cuda::lanes::progressive_lanes`) on `engine`'s device
+    /// (`prog_route.rs`),
     /// their buffers counted in the route's ledger and their calls in
     /// `ledgers.progressive_busy`, their calls reported to `observe` (the
     /// timeline); where the kernels cannot be made, say why and go on
