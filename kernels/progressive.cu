@@ -6,12 +6,13 @@
 // (F.2.2, a scan with Ss = 0, Se = 63): the Huffman work that the CUDA
 // route's share otherwise puts on the CPU, about 1 CPU-ms per image.
 //
-// One thread per chain (scan.cuh): the DC scans of an image, or the AC
-// scans of one of its components, or every scan of a sequential image
+// One thread block per chain (scan.cuh): the DC scans of an image, or the
+// AC scans of one of its components, or every scan of a sequential image
 // (one chain: its Huffman decoding is serial). Chains write disjoint coefficients
 // (DC and AC scans code disjoint bands, T.81 G.1.1.1.1), so they need no
 // ordering between them; within a chain the scans run in file order, as
-// refinement scans build on the bits before them.
+// refinement scans build on the bits before them: in turn on one thread,
+// or block by block in a pipeline, a warp each ("Scans in a pipeline").
 //
 // The procedures follow libjpeg's jdphuff.c (jdhuff.c for sequential
 // scans), which the tests compare with
@@ -306,8 +307,69 @@ __device__ __forceinline__ bool gf_scan_ok(const GfChain& ch, const GfScan& s, u
     return true;
 }
 
+// ---- Scans in a pipeline ----
+//
+// A chain's scans run in file order because each refinement scan builds on
+// the bits before it; but only block by block: scan k's decoding of block
+// (or MCU) m reads and writes that block alone, after the scans before it
+// are done with it. Where every scan of a chain codes the same components
+// (a component's AC scans; DC scans of one component list), they visit the
+// blocks in the same order, so scan k can run one warp behind scan k - 1
+// instead of after it: the chain then lasts about as long as its longest
+// scan, not their sum (the luma's AC chain of a progressive photo is four
+// scans, its longest under half the chain's bytes; docs/BENCHMARKS.md).
+// Each scan publishes the blocks it has finished in shared memory after a
+// fence; the next waits until every scan before it has passed block m.
+// Every write a scan makes to a block happens while it decodes that block
+// (the run-length overshoot past the band too: libjpeg's natural-order
+// table writes inside the block), so each block sees the scans' writes in
+// file order, exactly as one thread decoding them in turn: the
+// coefficients are the serial decode's, faults included (the chain's
+// status is the first faulting scan's in file order, as in turn).
+struct GfPipe {
+    unsigned int* done;      // shared: blocks finished per scan (~0u: scan over)
+    unsigned int* first;     // shared: (scan << 8) | status of the first fault
+    unsigned int k;          // this scan's index in the chain
+    unsigned int ready;      // blocks every earlier scan has finished, as last seen
+};
+
+#define GF_PIPE_OVER 0xFFFFFFFFu
+#define GF_PIPE_NO_FAULT 0xFFFFFFFFu
+
+// Wait until every scan before this one has finished block m; false where
+// one of them faulted (this scan's work no longer matters).
+__device__ __forceinline__ bool gf_pipe_wait(GfPipe& p, unsigned int m) {
+    while (p.ready <= m) {
+        unsigned int r = GF_PIPE_OVER;
+        for (unsigned int j = 0; j < p.k; ++j) {
+            const unsigned int d = atomicAdd(&p.done[j], 0u);
+            r = d < r ? d : r;
+        }
+        // Orders the coefficient reads, and the fault's, after the counts
+        // that allow them: a scan that faults records it before it
+        // publishes that it is over.
+        __threadfence_block();
+        if ((atomicAdd(p.first, 0u) >> 8) < p.k) return false;
+        p.ready = r;
+        if (r <= m) __nanosleep(100);
+    }
+    return true;
+}
+
+// This scan has finished `blocks` blocks: its writes to them first.
+__device__ __forceinline__ void gf_pipe_publish(GfPipe* p, unsigned int blocks) {
+    if (p == 0) return;
+    __threadfence_block();
+    atomicExch(&p->done[p->k], blocks);
+}
+
+// gf_scan's decoding of MCU m may start (it waits in a pipeline).
+__device__ __forceinline__ bool gf_pipe_may(GfPipe* p, unsigned int m) {
+    return p == 0 || gf_pipe_wait(*p, m);
+}
+
 __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff* tables,
-                                unsigned int n_tables) {
+                                unsigned int n_tables, GfPipe* pipe) {
     if (!gf_scan_ok(ch, s, n_tables)) return GF_SCAN_BAD_DESC;
     GfBits b = gf_reader(ch, s, 0);
     GfScanState st;
@@ -319,6 +381,7 @@ __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff
     const unsigned int mcus = interleaved ? ch.mcus_x * ch.mcus_y : c0.bw * c0.bh;
     unsigned int togo = s.restart, number = 0;
     for (unsigned int m = 0; m < mcus; ++m) {
+        if (!gf_pipe_may(pipe, m)) return GF_SCAN_OK;
         if (s.restart != 0) {
             if (togo == 0) {
                 gf_restart(b, number++);
@@ -346,33 +409,120 @@ __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff
             }
         }
         if (b.status != GF_SCAN_OK) return b.status;
+        gf_pipe_publish(pipe, m + 1);
     }
     return GF_SCAN_OK;
 }
 
-// Grid: any 1-D grid of at least n threads, one chain each (the host
-// launches blocks of one thread unless told otherwise: src/cuda/prog_batch.rs).
-// status[i] gets chain i's GF_SCAN_* code. It must hold 0 before, or what
-// the split kernels left there: GF_SCAN_SPLIT (they decoded the chain) or
-// a fault they met; 0 on a split chain means they did not synchronise,
-// and this thread decodes it alone.
+// Whether chain `ch`'s scans (valid indices) all code the same components
+// in the same order, so that they visit the blocks in one order.
+__device__ __forceinline__ bool gf_same_components(const GfChain& ch, const GfScan* scans) {
+    const GfScan& a = scans[ch.first_scan];
+    for (unsigned int k = 1; k < ch.scans; ++k) {
+        const GfScan& b = scans[ch.first_scan + k];
+        if (b.comps != a.comps) return false;
+        for (int i = 0; i < a.comps && i < 4; ++i)
+            if (b.comp[i] != a.comp[i]) return false;
+    }
+    return true;
+}
+
+// What a chain's block shares: the pipeline's counts and first fault, and
+// what thread 0 found the chain to need.
+struct GfChainBlock {
+    unsigned int done[GF_SCAN_WARPS_MAX];
+    unsigned int first;      // (scan << 8) | status of the first fault in file order
+    unsigned int mode;       // GF_CHAIN_*
+};
+
+#define GF_CHAIN_SKIP 0      // split, or a fault already: nothing to do
+#define GF_CHAIN_SERIAL 1    // warp 0 decodes the scans in turn
+#define GF_CHAIN_PIPED 2     // warp k decodes scan k
+#define GF_CHAIN_BAD 3       // a descriptor out of range
+
+// Thread 0: the chain's mode and the block's counts (status: see
+// gf_progressive).
+__device__ __forceinline__ void gf_chain_begin(GfChainBlock& sh, const GfChain* chains,
+                                               const GfScan* scans, unsigned int n_scans,
+                                               unsigned int* status, unsigned int i) {
+    if (threadIdx.x != 0) return;
+    sh.first = GF_PIPE_NO_FAULT;
+    for (unsigned int w = 0; w < GF_SCAN_WARPS_MAX; ++w) sh.done[w] = 0;
+    const unsigned int pre = status[i];
+    if (pre != GF_SCAN_OK) {
+        if (pre == GF_SCAN_SPLIT) status[i] = GF_SCAN_OK;
+        sh.mode = GF_CHAIN_SKIP;
+        return;
+    }
+    const GfChain& ch = chains[i];
+    const unsigned int w32 = blockDim.x / 32;
+    const unsigned int warps = w32 == 0 ? 1u : (w32 > GF_SCAN_WARPS_MAX ? GF_SCAN_WARPS_MAX : w32);
+    if (ch.comps == 0 || ch.comps > 4 || ch.first_scan > n_scans ||
+        ch.scans > n_scans - ch.first_scan)
+        sh.mode = GF_CHAIN_BAD;
+    else if (ch.scans > 1 && ch.scans <= warps && gf_same_components(ch, scans))
+        sh.mode = GF_CHAIN_PIPED;
+    else
+        sh.mode = GF_CHAIN_SERIAL;
+}
+
+// Lane 0 of each warp: its part of the chain's scans.
+__device__ __forceinline__ void gf_chain_scans(GfChainBlock& sh, const GfChain* chains,
+                                               const GfScan* scans, const GfHuff* tables,
+                                               unsigned int n_tables, unsigned int i) {
+    const unsigned int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 != 0) return;
+    const GfChain& ch = chains[i];
+    if (sh.mode == GF_CHAIN_PIPED && warp < ch.scans) {
+        GfPipe p;
+        p.done = sh.done;
+        p.first = &sh.first;
+        p.k = warp;
+        p.ready = 0;
+        const unsigned int st = gf_scan(ch, scans[ch.first_scan + warp], tables, n_tables, &p);
+        if (st != GF_SCAN_OK) atomicMin(&sh.first, (warp << 8) | st);
+        // Over, faulted or not: the scans after it go on (or stop).
+        gf_pipe_publish(&p, GF_PIPE_OVER);
+    } else if (sh.mode == GF_CHAIN_SERIAL && warp == 0) {
+        for (unsigned int k = 0; k < ch.scans; ++k) {
+            const unsigned int st = gf_scan(ch, scans[ch.first_scan + k], tables, n_tables, 0);
+            if (st != GF_SCAN_OK) {
+                sh.first = (k << 8) | st;
+                break;
+            }
+        }
+    }
+}
+
+// Thread 0: the chain's status.
+__device__ __forceinline__ void gf_chain_end(const GfChainBlock& sh, unsigned int* status,
+                                             unsigned int i) {
+    if (threadIdx.x != 0 || sh.mode == GF_CHAIN_SKIP) return;
+    status[i] = sh.mode == GF_CHAIN_BAD ? GF_SCAN_BAD_DESC
+                : sh.first == GF_PIPE_NO_FAULT ? GF_SCAN_OK
+                                               : (sh.first & 0xFFu);
+}
+
+// One block per chain (blockIdx.x), of blockDim.x / 32 warps (at most
+// GF_SCAN_WARPS_MAX count): lane 0 of warp k decodes scan k where the
+// chain's scans can run in a pipeline (above) and are no more than the
+// warps, else warp 0 decodes them in turn; the other lanes only keep the
+// block's barriers. status[i] gets chain i's GF_SCAN_* code. It must hold
+// 0 before, or what the split kernels left there: GF_SCAN_SPLIT (they
+// decoded the chain) or a fault they met; 0 on a split chain means they
+// did not synchronise, and this block decodes it.
 extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
                                           const GfScan* __restrict__ scans, unsigned int n_scans,
                                           const GfHuff* __restrict__ tables, unsigned int n_tables,
                                           unsigned int* __restrict__ status) {
-    const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ GfChainBlock sh;
+    const unsigned int i = blockIdx.x;
     if (i >= n) return;
-    if (status[i] != GF_SCAN_OK) {
-        if (status[i] == GF_SCAN_SPLIT) status[i] = GF_SCAN_OK;
-        return;
-    }
-    const GfChain& ch = chains[i];
-    unsigned int st = GF_SCAN_OK;
-    if (ch.comps == 0 || ch.comps > 4 || ch.first_scan > n_scans || ch.scans > n_scans - ch.first_scan)
-        st = GF_SCAN_BAD_DESC;
-    for (unsigned int k = 0; st == GF_SCAN_OK && k < ch.scans; ++k)
-        st = gf_scan(ch, scans[ch.first_scan + k], tables, n_tables);
-    status[i] = st;
+    gf_chain_begin(sh, chains, scans, n_scans, status, i);
+    __syncthreads();
+    gf_chain_scans(sh, chains, scans, tables, n_tables, i);
+    __syncthreads();
+    gf_chain_end(sh, status, i);
 }
 
 // ---- Split decoding of sequential scans (issue 16, item 3c) ----

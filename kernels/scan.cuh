@@ -103,3 +103,9 @@ static_assert(sizeof(GfSplit) == 72, "GfSplit layout changed: update src/cuda/jp
 // Not a result: gf_split_check's mark that the split kernels decode the
 // chain, which gf_progressive turns into GF_SCAN_OK.
 #define GF_SCAN_SPLIT 0x5350
+
+// gf_progressive's warps per chain at most (src/cuda/prog_batch.rs,
+// SCAN_WARPS_MAX, asserts the same): a chain of at most this many scans
+// that all code the same components decodes them at once, one warp each
+// (progressive.cu, "Scans in a pipeline").
+#define GF_SCAN_WARPS_MAX 16

@@ -87,20 +87,37 @@ impl Layout {
     }
 }
 
-/// Threads per block of `gf_progressive`, whose threads each decode one
-/// chain: 1 unless `GPUFEED_SCAN_BLOCK` (1 to 1024) says otherwise. A
-/// batch has a few hundred chains (one per sequential image, about four
-/// per progressive one); in blocks of 32 they would run on a few SMs as
-/// a few warps whose threads take different branches, each warp as slow
-/// as its longest chain, while blocks of one spread them over every SM
-/// (on an H200, 2026-11-27, 256 sequential photos: 49 ms in blocks of
-/// one, 226 ms in blocks of 32; `gpufeed progressive-bench`).
-fn scan_block() -> u32 {
-    std::env::var("GPUFEED_SCAN_BLOCK")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|b| (1..=1024).contains(b))
-        .unwrap_or(1)
+/// `gf_progressive`'s warps per chain at most (`GF_SCAN_WARPS_MAX` in
+/// kernels/scan.cuh; a test checks they agree).
+pub(crate) const SCAN_WARPS_MAX: u32 = 16;
+
+/// Whether a chain's scans run in a pipeline, a warp each
+/// (progressive.cu, "Scans in a pipeline"): unless `GPUFEED_SCAN_PIPELINE=0`
+/// (a diagnostic: warp 0 decodes them in turn, as before). One block per
+/// chain either way: a batch has a few hundred chains (one per sequential
+/// image, about four per progressive one), and in blocks of many chains
+/// they ran as warps whose threads took different branches, each warp as
+/// slow as its longest chain, while a block each spreads them over every
+/// SM (on an H200, 2026-11-27, 256 sequential photos: 49 ms in blocks of
+/// one thread, 226 ms in blocks of 32; `gpufeed progressive-bench`).
+pub(crate) fn scan_pipeline() -> bool {
+    std::env::var("GPUFEED_SCAN_PIPELINE").as_deref() != Ok("0")
+}
+
+/// `gf_progressive`'s launch over `chains` chains of at most `most_scans`
+/// scans: a block per chain, of a warp per scan with the pipeline on (at
+/// most [`SCAN_WARPS_MAX`]; a longer chain decodes in turn), else of one.
+pub(crate) fn scan_config(chains: u32, most_scans: u32, pipeline: bool) -> LaunchConfig {
+    let warps = if pipeline {
+        most_scans.clamp(1, SCAN_WARPS_MAX)
+    } else {
+        1
+    };
+    LaunchConfig {
+        grid_dim: (chains.max(1), 1, 1),
+        block_dim: (32 * warps, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// A device buffer that grows (to twice its size, at least) and is
@@ -210,8 +227,8 @@ pub(crate) struct Buffers {
     /// Recorded before the status download and waited on, blocking
     /// (made on first use).
     done: Option<CudaEvent>,
-    /// Threads per block of `gf_progressive` ([`scan_block`]).
-    pub(crate) scan_block: u32,
+    /// Whether chains' scans run in a pipeline ([`scan_pipeline`]).
+    pub(crate) pipeline: bool,
     /// Bytes of a split scan's subsequence; 0: none split
     /// ([`split_bytes`]).
     pub(crate) sub_bytes: u32,
@@ -227,6 +244,8 @@ pub(crate) struct Put {
     images: u32,
     blocks: u32,
     most_pixels: u32,
+    /// Scans of the longest chain.
+    most_scans: u32,
     coefs: usize,
     /// Subsequences of the split kernels.
     subs: u32,
@@ -259,7 +278,7 @@ impl Buffers {
             sub_first: Grown(None),
             sync: Grown(None),
             done: None,
-            scan_block: scan_block(),
+            pipeline: scan_pipeline(),
             sub_bytes: split_bytes(),
         }
     }
@@ -336,6 +355,7 @@ impl Buffers {
             images: l.colors.len() as u32,
             blocks: l.blocks,
             most_pixels: l.most_pixels,
+            most_scans: l.launch.chains.iter().map(|c| c.scans).max().unwrap_or(1),
             coefs,
             subs,
             chains_of: l.launch.chains_of,
@@ -380,12 +400,7 @@ impl Buffers {
         b.arg(&tables);
         b.arg(&p.tables);
         b.arg(&status);
-        let block = self.scan_block.max(1);
-        let cfg = LaunchConfig {
-            grid_dim: (p.chains.div_ceil(block).max(1), 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = scan_config(p.chains, p.most_scans, self.pipeline);
         // SAFETY: (const GfChain*, u32, const GfScan*, u32, const GfHuff*,
         // u32, u32*), device addresses passed as pointers: the lists and
         // the buffers the descriptors address are this object's, filled by
@@ -509,14 +524,15 @@ pub struct ProgressiveBench {
     /// Median device time per batch of `gf_progressive` (with the
     /// coefficients' zeroing), ms (CUDA events).
     pub scans_ms: f64,
-    /// Threads per block `scans_ms` ran with (`GPUFEED_SCAN_BLOCK`).
-    pub scan_block: u32,
+    /// Whether `scans_ms` ran with the chains' scans in a pipeline
+    /// (`GPUFEED_SCAN_PIPELINE`).
+    pub pipeline: bool,
     /// Bytes of a split scan's subsequence `scans_ms` ran with
     /// (`GPUFEED_SCAN_SPLIT`; 0: none split).
     pub sub_bytes: u32,
-    /// The scan kernels timed alone: (threads per block of
-    /// `gf_progressive`, bytes of a subsequence, ms).
-    pub scans_ms_alone: Vec<(u32, u32, f64)>,
+    /// The scan kernels timed alone: (the chains' scans in a pipeline,
+    /// bytes of a subsequence, ms).
+    pub scans_ms_alone: Vec<(bool, u32, f64)>,
     /// Of `gf_idct`.
     pub idct_ms: f64,
     /// Of `gf_color`.
@@ -623,17 +639,24 @@ pub fn bench(
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
     let [scans, idct, colr] = times.map(median);
-    // The scan kernels alone in each shape they might run in: one thread
-    // per chain in blocks of 1 and of 32 ([`scan_block`]), and split
+    // The scan kernels alone in each shape they might run in: a chain's
+    // scans in turn and in a pipeline ([`scan_pipeline`]), and split
     // sequential scans in subsequences of 256, 1024 and 4096 bytes
     // ([`split_bytes`]; the default's time is `scans`).
-    let (default_block, default_split) = (b.scan_block, b.sub_bytes);
+    let (default_pipeline, default_split) = (b.pipeline, b.sub_bytes);
     let mut alone = Vec::new();
-    for (block, split) in [(1, 0), (32, 0), (1, 256), (1, 1024), (1, 4096)] {
+    let shapes = [
+        (false, 0),
+        (true, 0),
+        (true, 256),
+        (true, 1024),
+        (true, 4096),
+    ];
+    for (pipeline, split) in shapes {
         if split > 0 && !sequential {
             continue;
         }
-        (b.scan_block, b.sub_bytes) = (block, split);
+        (b.pipeline, b.sub_bytes) = (pipeline, split);
         let put = b
             .put(&p, &f, &out)?
             .map_err(|(_, e)| Error::Config(e.to_string()))?;
@@ -648,9 +671,9 @@ pub fn bench(
                 t.push(e0.elapsed_ms(&e1).map_err(&ev)? as f64);
             }
         }
-        alone.push((block, split, median(t)));
+        alone.push((pipeline, split, median(t)));
     }
-    (b.scan_block, b.sub_bytes) = (default_block, default_split);
+    (b.pipeline, b.sub_bytes) = (default_pipeline, default_split);
     let put = b
         .put(&p, &f, &out)?
         .map_err(|(_, e)| Error::Config(e.to_string()))?;
@@ -669,7 +692,7 @@ pub fn bench(
         batch,
         iters,
         scans_ms: scans,
-        scan_block: default_block,
+        pipeline: default_pipeline,
         sub_bytes: default_split,
         scans_ms_alone: alone,
         idct_ms: idct,

@@ -437,7 +437,7 @@ pub(crate) fn launch_scans(
     pk: &super::launch::ProgressiveKernels,
     l: &Launch,
 ) -> Result<Vec<u32>> {
-    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    use cudarc::driver::PushKernelArg;
     let s = &k.stream;
     let chains = s.clone_htod(&l.chains).map_err(Error::cuda("upload"))?;
     let scans = s.clone_htod(&l.scans).map_err(Error::cuda("upload"))?;
@@ -463,11 +463,8 @@ pub(crate) fn launch_scans(
         sub_bytes,
     );
     queue_split(s, &pk.split, &p)?;
-    let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(32), 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let most_scans = l.chains.iter().map(|c| c.scans).max().unwrap_or(1);
+    let cfg = super::prog_batch::scan_config(n, most_scans, super::prog_batch::scan_pipeline());
     let mut b = s.launch_builder(&pk.scans);
     b.arg(&chains);
     b.arg(&n);

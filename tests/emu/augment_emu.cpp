@@ -10,7 +10,10 @@
 // with --fmad=false for that reason).
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #define GF_HOST_EMU 1
 #define __global__
@@ -24,6 +27,33 @@ struct GfDim3 { unsigned int x, y, z; };
 static thread_local GfDim3 blockIdx, blockDim, threadIdx;
 
 static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+
+// Block-level synchronisation and atomics (gf_progressive's pipeline). The
+// driver runs a block's phases between its barriers one after another
+// (gf_emu_progressive), so a barrier has nothing left to wait for. Within
+// the scans' phase it runs the threads in order, so a scan never waits on
+// a later one (each scan of a pipeline waits only on the scans before it,
+// at lower warps); or, with GPUFEED_EMU_THREADS=1, each warp's working
+// lane on a thread of its own, at once, so that the scans' waits and
+// counts work as on a GPU: hence real atomics and fences.
+#define __shared__
+static inline void __syncthreads() {}
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __nanosleep(unsigned int) { std::this_thread::yield(); }
+static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned int atomicExch(unsigned int* p, unsigned int v) {
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned int atomicMin(unsigned int* p, unsigned int v) {
+    unsigned int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST,
+                                                   __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+
 static inline unsigned int __float_as_uint(float f) {
     unsigned int u;
     std::memcpy(&u, &f, 4);
@@ -195,18 +225,56 @@ extern "C" int gf_emu_mix(int which, GfMix m, void* out) {
     return 0;
 }
 
-// gf_progressive over a grid of n threads, run one after another (the
-// chains share no output, so their order does not matter).
+// Whether gf_emu_progressive runs a block's warps at once
+// (GPUFEED_EMU_THREADS=1).
+static bool gf_emu_threads() {
+    static const bool on = [] {
+        const char* v = std::getenv("GPUFEED_EMU_THREADS");
+        return v != nullptr && v[0] == '1';
+    }();
+    return on;
+}
+
+// gf_progressive over a grid of n blocks (one per chain) of GF_SCAN_WARPS_MAX
+// warps, as many as any chain can use: per block, each phase between the
+// kernel's barriers (gf_chain_begin, gf_chain_scans, gf_chain_end) for
+// every thread in turn, as the barriers order them on a GPU. Within the
+// scans' phase, each scan of a pipeline runs after the ones it waits for
+// (lower warps), or with GPUFEED_EMU_THREADS=1 every warp's lane 0 (the
+// only lane with work) on a thread of its own, all at once. The chains
+// share no output, so their order does not matter.
 extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const GfScan* scans,
                                    unsigned int n_scans, const GfHuff* tables,
                                    unsigned int n_tables, unsigned int* status) {
-    blockDim.x = 32;
+    blockDim.x = 32 * GF_SCAN_WARPS_MAX;
     blockDim.y = blockDim.z = 1;
     blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    auto each = [](auto&& f) {
+        for (unsigned int t = 0; t < blockDim.x; ++t) {
+            threadIdx.x = t;
+            f();
+        }
+    };
     for (unsigned int i = 0; i < n; ++i) {
-        blockIdx.x = i / 32;
-        threadIdx.x = i % 32;
-        gf_progressive(chains, n, scans, n_scans, tables, n_tables, status);
+        blockIdx.x = i;
+        GfChainBlock sh;
+        each([&] { gf_chain_begin(sh, chains, scans, n_scans, status, i); });
+        if (gf_emu_threads()) {
+            const GfDim3 dim = blockDim, idx = blockIdx;
+            std::vector<std::thread> warps;
+            for (unsigned int w = 0; w < GF_SCAN_WARPS_MAX; ++w) {
+                warps.emplace_back([&, w] {
+                    blockDim = dim;
+                    blockIdx = idx;
+                    threadIdx = GfDim3{32 * w, 0, 0};
+                    gf_chain_scans(sh, chains, scans, tables, n_tables, i);
+                });
+            }
+            for (auto& t : warps) t.join();
+        } else {
+            each([&] { gf_chain_scans(sh, chains, scans, tables, n_tables, i); });
+        }
+        each([&] { gf_chain_end(sh, status, i); });
     }
 }
 

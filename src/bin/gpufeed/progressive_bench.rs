@@ -52,7 +52,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 "batch": r.batch, "iters": r.iters, "scans_ms": r.scans_ms,
                 "idct_ms": r.idct_ms, "color_ms": r.color_ms, "img_per_s": r.img_per_s,
                 "faults": r.faults, "sequential": args.sequential,
-                "scan_block": r.scan_block, "sub_bytes": r.sub_bytes,
+                "pipeline": r.pipeline, "sub_bytes": r.sub_bytes,
                 "scans_ms_alone": r.scans_ms_alone,
             })
         );
@@ -60,17 +60,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let alone: Vec<String> = r
             .scans_ms_alone
             .iter()
-            .map(|&(b, split, ms)| match split {
-                0 => format!("{ms:.2} ms in blocks of {b}"),
+            .map(|&(piped, split, ms)| match (split, piped) {
+                (0, true) => format!("{ms:.2} ms with scans in a pipeline"),
+                (0, false) => format!("{ms:.2} ms with scans in turn"),
                 _ => format!("{ms:.2} ms split by {split} bytes"),
             })
             .collect();
         println!(
-            "batch {}: scans {:.2} ms (blocks of {}, split by {} bytes; alone: {}), \
+            "batch {}: scans {:.2} ms (scans in a pipeline: {}, split by {} bytes; alone: {}), \
              IDCT {:.2} ms, colour {:.2} ms (medians of {}): {:.0} img/s; {} faulted",
             r.batch,
             r.scans_ms,
-            r.scan_block,
+            r.pipeline,
             r.sub_bytes,
             alone.join(", "),
             r.idct_ms,
