@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(super::super::progressive::SCAN_STATUS.len(), 6);
         assert_eq!(
             number_after(h, "#define GF_SCAN_WARPS_MAX "),
-            super::super::prog_batch::SCAN_WARPS_MAX as usize
+            super::super::progressive::SCAN_WARPS_MAX as usize
         );
     }
 

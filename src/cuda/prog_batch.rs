@@ -17,7 +17,8 @@ use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{AugmentKernels, ProgressiveKernels};
 use super::pixels::{Rgb, color, converts, planes};
 use super::progressive::{
-    Launch, planned, queue_split, split_bytes, split_params, sync_bytes, unpermute,
+    Launch, planned, queue_split, scan_config, scan_pipeline, split_bytes, split_params,
+    sync_bytes, unpermute,
 };
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
@@ -84,39 +85,6 @@ impl Layout {
         }
         l.order = l.launch.longest_first();
         Ok(l)
-    }
-}
-
-/// `gf_progressive`'s warps per chain at most (`GF_SCAN_WARPS_MAX` in
-/// kernels/scan.cuh; a test checks they agree).
-pub(crate) const SCAN_WARPS_MAX: u32 = 16;
-
-/// Whether a chain's scans run in a pipeline, a warp each
-/// (progressive.cu, "Scans in a pipeline"): unless `GPUFEED_SCAN_PIPELINE=0`
-/// (a diagnostic: warp 0 decodes them in turn, as before). One block per
-/// chain either way: a batch has a few hundred chains (one per sequential
-/// image, about four per progressive one), and in blocks of many chains
-/// they ran as warps whose threads took different branches, each warp as
-/// slow as its longest chain, while a block each spreads them over every
-/// SM (on an H200, 2026-11-27, 256 sequential photos: 49 ms in blocks of
-/// one thread, 226 ms in blocks of 32; `gpufeed progressive-bench`).
-pub(crate) fn scan_pipeline() -> bool {
-    std::env::var("GPUFEED_SCAN_PIPELINE").as_deref() != Ok("0")
-}
-
-/// `gf_progressive`'s launch over `chains` chains of at most `most_scans`
-/// scans: a block per chain, of a warp per scan with the pipeline on (at
-/// most [`SCAN_WARPS_MAX`]; a longer chain decodes in turn), else of one.
-pub(crate) fn scan_config(chains: u32, most_scans: u32, pipeline: bool) -> LaunchConfig {
-    let warps = if pipeline {
-        most_scans.clamp(1, SCAN_WARPS_MAX)
-    } else {
-        1
-    };
-    LaunchConfig {
-        grid_dim: (chains.max(1), 1, 1),
-        block_dim: (32 * warps, 1, 1),
-        shared_mem_bytes: 0,
     }
 }
 

@@ -429,6 +429,43 @@ fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec
     (comps, unpermute(&order, &status), count)
 }
 
+/// `gf_progressive`'s warps per chain at most (`GF_SCAN_WARPS_MAX` in
+/// kernels/scan.cuh; a test checks they agree).
+pub(crate) const SCAN_WARPS_MAX: u32 = 16;
+
+/// Whether a chain's scans run in a pipeline, a warp each
+/// (progressive.cu, "Scans in a pipeline"): unless `GPUFEED_SCAN_PIPELINE=0`
+/// (a diagnostic: warp 0 decodes them in turn, as before). One block per
+/// chain either way: a batch has a few hundred chains (one per sequential
+/// image, about four per progressive one), and in blocks of many chains
+/// they ran as warps whose threads took different branches, each warp as
+/// slow as its longest chain, while a block each spreads them over every
+/// SM (on an H200, 2026-11-27, 256 sequential photos: 49 ms in blocks of
+/// one thread, 226 ms in blocks of 32; `gpufeed progressive-bench`).
+pub(crate) fn scan_pipeline() -> bool {
+    std::env::var("GPUFEED_SCAN_PIPELINE").as_deref() != Ok("0")
+}
+
+/// `gf_progressive`'s launch over `chains` chains of at most `most_scans`
+/// scans: a block per chain, of a warp per scan with the pipeline on (at
+/// most [`SCAN_WARPS_MAX`]; a longer chain decodes in turn), else of one.
+pub(crate) fn scan_config(
+    chains: u32,
+    most_scans: u32,
+    pipeline: bool,
+) -> cudarc::driver::LaunchConfig {
+    let warps = if pipeline {
+        most_scans.clamp(1, SCAN_WARPS_MAX)
+    } else {
+        1
+    };
+    cudarc::driver::LaunchConfig {
+        grid_dim: (chains.max(1), 1, 1),
+        block_dim: (32 * warps, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Launch the split kernels and `gf_progressive` (`pk`) over `l`'s
 /// descriptors on `k`'s stream and return each chain's status (waits for
 /// the stream).
@@ -464,7 +501,7 @@ pub(crate) fn launch_scans(
     );
     queue_split(s, &pk.split, &p)?;
     let most_scans = l.chains.iter().map(|c| c.scans).max().unwrap_or(1);
-    let cfg = super::prog_batch::scan_config(n, most_scans, super::prog_batch::scan_pipeline());
+    let cfg = scan_config(n, most_scans, scan_pipeline());
     let mut b = s.launch_builder(&pk.scans);
     b.arg(&chains);
     b.arg(&n);
