@@ -104,8 +104,8 @@ static_assert(sizeof(GfSplit) == 72, "GfSplit layout changed: update src/cuda/jp
 // chain, which gf_progressive turns into GF_SCAN_OK.
 #define GF_SCAN_SPLIT 0x5350
 
-// gf_progressive's warps per chain at most (src/cuda/prog_batch.rs,
-// SCAN_WARPS_MAX, asserts the same): a chain of at most this many scans
+// gf_progressive's warps per chain at most (src/cuda/progressive.rs,
+// SCAN_WARPS_MAX; src/cuda/jpeg_desc.rs checks they agree): a chain of at most this many scans
 // that all code the same components decodes them at once, one warp each
 // (progressive.cu, "Scans in a pipeline").
 #define GF_SCAN_WARPS_MAX 16

@@ -39,10 +39,7 @@ pub(crate) struct Layout {
 /// as many sample bytes).
 pub(crate) fn sizes(plans: &[Plan], files: &[&[u8]]) -> (usize, usize) {
     let bytes = files.iter().map(|f| f.len()).sum();
-    let coefs = plans
-        .iter()
-        .map(|p| (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>())
-        .sum();
+    let coefs = plans.iter().map(Plan::all_coefficients).sum();
     (bytes, coefs)
 }
 
@@ -323,7 +320,7 @@ impl Buffers {
             images: l.colors.len() as u32,
             blocks: l.blocks,
             most_pixels: l.most_pixels,
-            most_scans: l.launch.chains.iter().map(|c| c.scans).max().unwrap_or(1),
+            most_scans: l.launch.most_scans(),
             coefs,
             subs,
             chains_of: l.launch.chains_of,

@@ -36,6 +36,12 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
+    /// Scans of the longest chain (at least 1): `gf_progressive`'s warps
+    /// per block with the pipeline on ([`scan_config`]).
+    pub(crate) fn most_scans(&self) -> u32 {
+        self.chains.iter().map(|c| c.scans).max().unwrap_or(1)
+    }
+
     /// The descriptors of one file: its bytes at `data`, component `c`'s
     /// coefficients at `coef[c]`.
     pub(crate) fn new(p: &Plan, data: u64, data_len: usize, coef: &[u64]) -> Launch {
@@ -500,8 +506,7 @@ pub(crate) fn launch_scans(
         sub_bytes,
     );
     queue_split(s, &pk.split, &p)?;
-    let most_scans = l.chains.iter().map(|c| c.scans).max().unwrap_or(1);
-    let cfg = scan_config(n, most_scans, scan_pipeline());
+    let cfg = scan_config(n, l.most_scans(), scan_pipeline());
     let mut b = s.launch_builder(&pk.scans);
     b.arg(&chains);
     b.arg(&n);

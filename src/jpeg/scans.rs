@@ -138,6 +138,11 @@ impl Plan {
         out
     }
 
+    /// Coefficients of every component's grid.
+    pub(crate) fn all_coefficients(&self) -> usize {
+        (0..self.comps.len()).map(|c| self.coefficients(c)).sum()
+    }
+
     /// Coefficients of component `c`'s grid (64 per block).
     pub(crate) fn coefficients(&self, c: usize) -> usize {
         self.comps[c].stride as usize * self.comps[c].rows as usize * 64

@@ -26,10 +26,9 @@ pub struct DecodeBench {
     /// Engine calls per batch, each on a lane of its own, in flight at once.
     engine_calls: usize,
     /// Which files gpufeed's scan kernels take
-    /// ([`with_kernels`](Self::with_kernels)).
+    /// ([`with_kernels`](Self::with_kernels),
+    /// [`sequential_kernels_max_pixels`](Self::sequential_kernels_max_pixels)).
     kernels: super::handoff::KernelRule,
-    /// [`sequential_kernels_max_pixels`](Self::sequential_kernels_max_pixels).
-    max_pixels: u64,
 }
 
 /// A benchmark image: its bytes, width, height, whether the engine takes
@@ -135,7 +134,6 @@ impl DecodeBench {
             share,
             engine_calls,
             kernels: super::handoff::KernelRule::OFF,
-            max_pixels: u64::MAX,
         })
     }
 
@@ -161,11 +159,7 @@ impl DecodeBench {
         self.route
             .add_progressive(&self.engine, &ledgers, None, kinds);
         if self.route.has_progressive() {
-            self.kernels = super::handoff::KernelRule {
-                progressive,
-                sequential,
-                max_pixels: self.max_pixels,
-            };
+            (self.kernels.progressive, self.kernels.sequential) = (progressive, sequential);
         }
         self
     }
@@ -176,7 +170,6 @@ impl DecodeBench {
     /// route. Default: no limit. Set it before
     /// [`with_kernels`](Self::with_kernels) or after, either way.
     pub fn sequential_kernels_max_pixels(mut self, pixels: u64) -> DecodeBench {
-        self.max_pixels = pixels;
         self.kernels.max_pixels = pixels;
         self
     }

@@ -209,7 +209,7 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
     for (j, p) in &planned {
         if let Some(p) = p {
             files += j.bytes.len();
-            coefs += (0..p.comps.len()).map(|c| p.coefficients(c)).sum::<usize>();
+            coefs += p.all_coefficients();
         }
     }
     // Charged as the CUDA lane charges its buffers' growth (no driver
