@@ -71,7 +71,14 @@ impl Layout {
                 s_addr.push(samples + at_coef);
                 at_coef += p.coefficients(c) as u64;
             }
-            l.launch.push(p, data + at_data, f.len(), &c_addr);
+            if !l.launch.push(p, data + at_data, f.len(), &c_addr) {
+                return Err((
+                    i,
+                    SampleError::Unsupported(
+                        "a batch of more Huffman tables than the kernels index".into(),
+                    ),
+                ));
+            }
             l.colors
                 .push(color(p, &s_addr, dest, pitch).map_err(|e| (i, e))?);
             let ps = planes(p, &c_addr, &s_addr, l.blocks);

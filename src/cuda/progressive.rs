@@ -7,12 +7,13 @@
 //! for bit. `pixels.rs` makes pixels of them; `prog_batch.rs` runs many
 //! files at once.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::jpeg_desc::{GfChain, GfCoefs, GfHuff, GfScan, GfSplit, SYNC_BYTES};
 
 use crate::error::{Error, Result};
-use crate::jpeg::scans::{Plan, plan};
+use crate::jpeg::scans::{Folded, Plan, plan};
 
 /// What `gf_progressive` writes per chain (`GF_SCAN_*` in scan.cuh).
 pub const SCAN_STATUS: [&str; 6] = [
@@ -30,9 +31,40 @@ pub const SCAN_STATUS: [&str; 6] = [
 pub(crate) struct Launch {
     pub(crate) chains: Vec<GfChain>,
     pub(crate) scans: Vec<GfScan>,
+    /// Each distinct table of the files once: ImageNet-like photos mostly
+    /// carry libjpeg's standard tables (160 of `photos/imagenet-size`'s
+    /// 169 files code with the same four), so a batch's scans share a few
+    /// tables, and the threads that read them their cache lines: 256 of
+    /// those files upload 93 tables (129 KB) instead of 1,096 (1.5 MB),
+    /// for 0.34 ms of layout on the host against 0.20–0.30 ms
+    /// (docs/BENCHMARKS.md, 2026-11-28).
     pub(crate) tables: Vec<GfHuff>,
     /// How many chains each file pushed has, in order.
     pub(crate) chains_of: Vec<usize>,
+    /// `tables` by [`table_key`]: the first table of each key.
+    keys: HashMap<u64, u16>,
+    /// Where the last file's tables are in `tables`: a batch's files
+    /// mostly have the tables of the one before, found so without a hash.
+    last: Vec<u16>,
+}
+
+/// A hash of a table's codes and symbols (its lookahead follows from
+/// them), to find it among a launch's tables: FxHash's word mix (as in
+/// rustc); SipHash over these 400 bytes cost more than copying the table.
+fn table_key(t: &Folded) -> u64 {
+    let mut h = 0u64;
+    let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    for pair in t.maxcode.chunks_exact(2).chain(t.valoff.chunks_exact(2)) {
+        mix(u64::from(pair[0] as u32) << 32 | u64::from(pair[1] as u32));
+    }
+    for w in t.symbols.chunks_exact(8) {
+        mix(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    h
+}
+
+fn same(g: &GfHuff, t: &Folded) -> bool {
+    g.maxcode == t.maxcode && g.valoff == t.valoff && g.symbols == t.symbols && g.look == t.look
 }
 
 impl Launch {
@@ -46,12 +78,41 @@ impl Launch {
     /// coefficients at `coef[c]`.
     pub(crate) fn new(p: &Plan, data: u64, data_len: usize, coef: &[u64]) -> Launch {
         let mut l = Launch::default();
-        l.push(p, data, data_len, coef);
+        let pushed = l.push(p, data, data_len, coef);
+        // A plan has at most MAX_TABLES tables, far below the indices'.
+        debug_assert!(pushed);
         l
     }
 
-    /// Add one file's chains, scans and tables.
-    pub(crate) fn push(&mut self, p: &Plan, data: u64, data_len: usize, coef: &[u64]) {
+    /// The index of table `t`, the `j`th of its file, in `tables`, added
+    /// unless it is there.
+    fn table(&mut self, j: usize, t: &Folded) -> u16 {
+        if let Some(&at) = self.last.get(j)
+            && same(&self.tables[usize::from(at)], t)
+        {
+            return at;
+        }
+        let key = table_key(t);
+        if let Some(&at) = self.keys.get(&key)
+            && same(&self.tables[usize::from(at)], t)
+        {
+            return at;
+        }
+        let at = self.tables.len() as u16;
+        self.tables.push(GfHuff::from(t));
+        self.keys.entry(key).or_insert(at);
+        at
+    }
+
+    /// Add one file's chains, scans and tables; false, and nothing added,
+    /// where its tables might take the launch's past the kernels' 16-bit
+    /// table indices (`u16::MAX` is "no table"): 1,024 files of
+    /// [`MAX_TABLES`](crate::jpeg::scans::MAX_TABLES) distinct tables
+    /// each, which only crafted files have.
+    pub(crate) fn push(&mut self, p: &Plan, data: u64, data_len: usize, coef: &[u64]) -> bool {
+        if self.tables.len() + p.tables.len() > usize::from(u16::MAX) {
+            return false;
+        }
         let mut comp = [GfCoefs::default(); 4];
         for (g, (c, &at)) in comp.iter_mut().zip(p.comps.iter().zip(coef)) {
             *g = GfCoefs {
@@ -65,10 +126,18 @@ impl Launch {
                 pad: [0; 6],
             };
         }
-        // The plan's table indices, moved past the tables already here;
-        // u16::MAX (no table) stays out of range.
-        let base = self.tables.len() as u16;
-        let at = |t: u16| if t == u16::MAX { t } else { t + base };
+        // The plan's table indices, as `tables` holds them; u16::MAX (no
+        // table) stays out of range.
+        let index: Vec<u16> = (p.tables.iter().enumerate())
+            .map(|(j, t)| self.table(j, t))
+            .collect();
+        let at = |t: u16| {
+            if t == u16::MAX {
+                t
+            } else {
+                index[usize::from(t)]
+            }
+        };
         let chains = p.chains();
         self.chains_of.push(chains.len());
         for chain in chains {
@@ -103,7 +172,8 @@ impl Launch {
                 self.scans.push(g);
             }
         }
-        self.tables.extend(p.tables.iter().map(GfHuff::from));
+        self.last = index;
+        true
     }
 
     /// Reorder the chains, most entropy-coded bytes first, and return
@@ -384,12 +454,55 @@ pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
 
 #[cfg(feature = "kernel-emu")]
 fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec<u32>, SplitCount) {
-    let mut comps = grids(p);
-    let coef: Vec<u64> = comps
-        .iter_mut()
-        .map(|g| g.coef.as_mut_ptr() as u64)
-        .collect();
-    let mut l = Launch::new(p, data.as_ptr() as u64, data.len(), &coef);
+    let (mut files, count) = emu_launch(&[(p, data)], sub_bytes);
+    let (comps, status) = files.pop().unwrap_or_default();
+    (comps, status, count)
+}
+
+/// Files planned as `files` decoded by one launch of the scan kernels
+/// compiled for the host, as a CUDA lane launches a batch (its tables
+/// shared, its chains longest first): each file's grids and its chains'
+/// statuses, and how the split kernels fared. Not part of the API.
+#[cfg(feature = "kernel-emu")]
+#[doc(hidden)]
+pub fn emu_coefficients_batch(
+    files: &[(&Path, &[u8])],
+    max_pixels: u64,
+) -> Result<Vec<Coefficients>> {
+    let plans = files
+        .iter()
+        .map(|&(path, data)| planned(path, data, max_pixels))
+        .collect::<Result<Vec<_>>>()?;
+    let with: Vec<(&Plan, &[u8])> = plans.iter().zip(files).map(|(p, f)| (p, f.1)).collect();
+    let (decoded, _) = emu_launch(&with, split_bytes());
+    Ok(plans
+        .iter()
+        .zip(decoded)
+        .map(|(p, (comps, status))| Coefficients {
+            width: p.width,
+            height: p.height,
+            comps,
+            status,
+        })
+        .collect())
+}
+
+/// One file's grids and its chains' statuses.
+#[cfg(feature = "kernel-emu")]
+type Decoded = (Vec<CoefGrid>, Vec<u32>);
+
+#[cfg(feature = "kernel-emu")]
+fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitCount) {
+    let mut all: Vec<Vec<CoefGrid>> = files.iter().map(|(p, _)| grids(p)).collect();
+    let mut l = Launch::default();
+    let mut pushed = Vec::with_capacity(files.len());
+    for ((p, data), comps) in files.iter().zip(&mut all) {
+        let coef: Vec<u64> = comps
+            .iter_mut()
+            .map(|g| g.coef.as_mut_ptr() as u64)
+            .collect();
+        pushed.push(l.push(p, data.as_ptr() as u64, data.len(), &coef));
+    }
     // In the order the CUDA lanes launch them, so that the tests check the
     // reordering too.
     let order = l.longest_first();
@@ -416,8 +529,8 @@ fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec
     );
     let mut count = SplitCount::default();
     if subs > 0 {
-        // SAFETY: the chains address `data` (data_len bytes) and the grids
-        // just allocated, each stride * rows blocks as the plan sized them;
+        // SAFETY: the chains address the files (data_len bytes each) and
+        // the grids just allocated, each stride * rows blocks as the plan sized them;
         // the lists, `first` (from `split`: sorted, 0 to `subs`), the
         // zeroed records (2 * subs, 4-aligned) and statuses are the vectors
         // above; all outlive the synchronous call, and nothing else writes
@@ -432,7 +545,30 @@ fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec
     }
     // SAFETY: as for `split` above; the statuses hold 0 or what it left.
     unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
-    (comps, unpermute(&order, &status), count)
+    let status = unpermute(&order, &status);
+    // Each file's statuses, in push order; "descriptor out of range" for
+    // one the launch refused (past its table indices).
+    let mut chains = l.chains_of.iter();
+    let mut at = 0;
+    let out = all
+        .into_iter()
+        .zip(pushed)
+        .map(|(comps, ok)| {
+            let n = if ok {
+                chains.next().copied().unwrap_or(0)
+            } else {
+                0
+            };
+            at += n;
+            let st = if ok {
+                status[at - n..at].to_vec()
+            } else {
+                vec![5]
+            };
+            (comps, st)
+        })
+        .collect();
+    (out, count)
 }
 
 /// `gf_progressive`'s warps per chain at most (`GF_SCAN_WARPS_MAX` in
@@ -551,71 +687,4 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The descriptors of a baseline file and its progressive twin.
-    fn two_files() -> Launch {
-        let files: [&[u8]; 2] = [
-            include_bytes!("../../tests/data/go/video-001.jpeg"),
-            include_bytes!("../../tests/data/go/video-001.progressive.jpeg"),
-        ];
-        let mut l = Launch::default();
-        for f in files {
-            let p = plan(f, u64::MAX).unwrap();
-            l.push(&p, 0, f.len(), &[0; 4]);
-        }
-        l
-    }
-
-    #[test]
-    fn only_long_sequential_scans_without_restarts_are_split() {
-        let mut l = two_files();
-        // The baseline file's one chain: one scan, Ss 0 to Se 63.
-        let seq = l.scans[l.chains[0].first_scan as usize];
-        assert_eq!((l.chains[0].scans, seq.ss, seq.se), (1, 0, 63));
-        let first = l.split(64);
-        assert_eq!(first.len(), l.chains.len() + 1);
-        assert_eq!(first[1], seq.length.div_ceil(64));
-        // The progressive file's chains are not split, nor is anything at
-        // 0 bytes, or at a size that leaves one subsequence.
-        assert!(first[1..].iter().all(|&f| f == first[1]));
-        assert!(l.split(0).iter().all(|&f| f == 0));
-        assert!(l.split(seq.length).iter().all(|&f| f == 0));
-        // A restart interval keeps the chain on one thread.
-        l.scans[l.chains[0].first_scan as usize].restart = 4;
-        assert!(l.split(64).iter().all(|&f| f == 0));
-    }
-
-    #[test]
-    fn longest_chains_launch_first_and_statuses_come_back_in_push_order() {
-        let mut l = two_files();
-        let pushed = l.chains.clone();
-        let work = |l: &Launch, c: &GfChain| -> u64 {
-            let s = &l.scans[c.first_scan as usize..][..c.scans as usize];
-            s.iter().map(|s| u64::from(s.length)).sum()
-        };
-        let order = l.longest_first();
-        // A permutation, each launched chain the one pushed at `order[i]`,
-        // in order of falling work.
-        let mut seen = order.clone();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..pushed.len() as u32).collect::<Vec<_>>());
-        for (c, &from) in l.chains.iter().zip(&order) {
-            assert_eq!(c.first_scan, pushed[from as usize].first_scan);
-        }
-        assert!(
-            l.chains
-                .windows(2)
-                .all(|w| work(&l, &w[0]) >= work(&l, &w[1]))
-        );
-        // The baseline file's one chain holds all of its data, more than
-        // any chain of the progressive file: launched first.
-        assert_eq!(order[0], 0);
-        // Launched chain i reports the index it was pushed at.
-        assert_eq!(
-            unpermute(&order, &order),
-            (0..pushed.len() as u32).collect::<Vec<_>>()
-        );
-    }
-}
+mod tests;

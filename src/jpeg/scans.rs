@@ -23,6 +23,13 @@ pub(crate) const MAX_SCANS: usize = 500;
 /// Marker segments read before giving up on a file.
 const MAX_SEGMENTS: usize = 10_000;
 
+/// Distinct Huffman tables a plan's scans may use; past it the file is a
+/// CPU one. The corpus's files use at most 16 (`tests/data`,
+/// `../shared/testdata`); the bound keeps a batch's tables within the
+/// kernels' 16-bit indices and what a crafted file can make a lane upload
+/// small.
+pub(crate) const MAX_TABLES: usize = 64;
+
 /// A Huffman table folded for decoding: libjpeg's derived table (jdhuff.c)
 /// with a 9-bit lookahead.
 #[derive(Clone, PartialEq, Eq)]
@@ -146,6 +153,54 @@ impl Plan {
     /// Coefficients of component `c`'s grid (64 per block).
     pub(crate) fn coefficients(&self, c: usize) -> usize {
         self.comps[c].stride as usize * self.comps[c].rows as usize * 64
+    }
+}
+
+/// The Huffman tables while a file is planned: each (class, slot)'s
+/// current definition, folded, enters [`Plan::tables`] at the first scan
+/// that uses it, and only if no table there is the same. So the plan holds
+/// what its scans use, once: a file may redefine its slots in every one of
+/// up to [`MAX_SEGMENTS`] segments, which before this were all kept (1.4 KB
+/// each, for a lane to upload), and the ImageNet-like photos' scans share
+/// their tables (a sequential photo's luma and chroma AC tables are often
+/// one).
+#[derive(Default)]
+struct Tables {
+    defined: [[Option<Box<Folded>>; 4]; 2],
+    /// Where the current definition is in `list`, once a scan used it.
+    entered: [[Option<u16>; 4]; 2],
+    list: Vec<Folded>,
+}
+
+impl Tables {
+    fn define(&mut self, class: usize, slot: usize, table: Folded) {
+        self.defined[class][slot] = Some(Box::new(table));
+        self.entered[class][slot] = None;
+    }
+
+    /// The index in `list` of the table a scan names as `(class, slot)`
+    /// (`slot` from a 4-bit field: undefined past 3).
+    fn used(&mut self, class: usize, slot: usize) -> Result<u16, SampleError> {
+        if let Some(&Some(at)) = self.entered[class].get(slot) {
+            return Ok(at);
+        }
+        let Some(Some(table)) = self.defined[class].get(slot) else {
+            return Err(corrupt("SOS uses an undefined Huffman table"));
+        };
+        let at = match self.list.iter().position(|t| t == &**table) {
+            Some(at) => at,
+            None if self.list.len() == MAX_TABLES => {
+                return Err(SampleError::Unsupported(format!(
+                    "scans using more than {MAX_TABLES} Huffman tables"
+                )));
+            }
+            None => {
+                self.list.push((**table).clone());
+                self.list.len() - 1
+            }
+        };
+        self.entered[class][slot] = Some(at as u16);
+        Ok(at as u16)
     }
 }
 
@@ -335,9 +390,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
     }
     let mut frame_seen: Option<(u32, u32, Vec<Component>)> = None;
     let mut sequential = false;
-    let mut tables: Vec<Folded> = Vec::new();
-    // Table in effect per (class, slot): index into `tables`.
-    let mut huff: [[Option<u16>; 4]; 2] = [[None; 4]; 2];
+    let mut tables = Tables::default();
     let mut quant: [Option<[u16; 64]>; 4] = [None; 4];
     let mut restart = 0u32;
     let mut scans: Vec<Scan> = Vec::new();
@@ -402,8 +455,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
                     if count > 256 || s.len() < 17 + count {
                         return Err(corrupt("bad DHT segment"));
                     }
-                    tables.push(fold(&bits, &s[17..17 + count])?);
-                    huff[class][slot] = Some((tables.len() - 1) as u16);
+                    tables.define(class, slot, fold(&bits, &s[17..17 + count])?);
                     s = &s[17 + count..];
                 }
             }
@@ -446,7 +498,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
                 if sequential && scans.len() == 1 && scans[0].comps.len() == comps.len() {
                     return Err(corrupt("a second scan after a one-scan frame"));
                 }
-                let scan = sos(seg, comps, &huff, &tables, &quant, restart, sequential)?;
+                let scan = sos(seg, comps, &mut tables, &quant, restart, sequential)?;
                 let end = segment_end(data, pos);
                 if scans.len() == MAX_SCANS {
                     return Err(SampleError::Unsupported(format!(
@@ -499,7 +551,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
         comps,
         mcus_x,
         mcus_y,
-        tables,
+        tables: tables.list,
         scans,
         jfif,
         adobe,
@@ -515,8 +567,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
 fn sos(
     seg: &[u8],
     comps: &mut [Component],
-    huff: &[[Option<u16>; 4]; 2],
-    tables: &[Folded],
+    tables: &mut Tables,
     quant: &[Option<[u16; 64]>; 4],
     restart: u32,
     sequential: bool,
@@ -555,16 +606,9 @@ fn sos(
             return Err(corrupt("SOS names a component twice"));
         }
         let (td, ta) = ((c[1] >> 4) as usize, (c[1] & 15) as usize);
-        let table = |class: usize, slot: usize| -> Result<u16, SampleError> {
-            huff[class]
-                .get(slot)
-                .copied()
-                .flatten()
-                .ok_or_else(|| corrupt("SOS uses an undefined Huffman table"))
-        };
         let d = if dc && ah == 0 {
-            let t = table(0, td)?;
-            if !tables[t as usize].dc_ok {
+            let t = tables.used(0, td)?;
+            if !tables.list[t as usize].dc_ok {
                 return Err(corrupt("DC Huffman table with a symbol over 15"));
             }
             t
@@ -574,7 +618,7 @@ fn sos(
         let a = if dc && !sequential {
             u16::MAX
         } else {
-            table(1, ta)?
+            tables.used(1, ta)?
         };
         let comp = &mut comps[ci];
         if comp.quant.is_none() {
@@ -726,6 +770,67 @@ mod tests {
             v.extend_from_slice(&baseline[2..]);
             assert_eq!(plan(&v, u64::MAX).is_ok(), ok, "marker 0x{m:02X}");
         }
+    }
+
+    /// A DHT segment of one table: `class` and `slot`, one code of one
+    /// bit for `symbol`.
+    fn dht(class: u8, slot: u8, symbol: u8) -> Vec<u8> {
+        let mut v = vec![0xFF, 0xC4, 0, 20, (class << 4) | slot, 1];
+        v.extend_from_slice(&[0; 15]);
+        v.push(symbol);
+        v
+    }
+
+    /// A progressive 8×8 grey file: its DC scan, then `n` AC scans each
+    /// after a DHT of AC slot 0 whose symbol is `symbol(k)`.
+    fn many_ac_scans(n: usize, symbol: impl Fn(usize) -> u8) -> Vec<u8> {
+        let mut v = vec![0xFF, 0xD8, 0xFF, 0xDB, 0, 67, 0];
+        v.extend_from_slice(&[1; 64]);
+        v.extend_from_slice(&[0xFF, 0xC2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0]);
+        v.extend(dht(0, 0, 0));
+        v.extend_from_slice(&[0xFF, 0xDA, 0, 8, 1, 1, 0x00, 0, 0, 0x00, 0x00]);
+        for k in 0..n {
+            v.extend(dht(1, 0, symbol(k)));
+            v.extend_from_slice(&[0xFF, 0xDA, 0, 8, 1, 1, 0x00, 1, 63, 0x00, 0x00]);
+        }
+        v.extend_from_slice(&[0xFF, 0xD9]);
+        v
+    }
+
+    #[test]
+    fn a_plan_holds_the_tables_its_scans_use_once() {
+        let p = plan(PROGRESSIVE, u64::MAX).unwrap();
+        // Thousands of definitions no scan uses, before the frame, leave
+        // the plan as it was.
+        let mut v = PROGRESSIVE[..2].to_vec();
+        for k in 0..5000 {
+            v.extend(dht(1, 3, k as u8));
+        }
+        let shift = (v.len() - 2) as u32;
+        v.extend_from_slice(&PROGRESSIVE[2..]);
+        let q = plan(&v, u64::MAX).unwrap();
+        assert_eq!(q.tables, p.tables);
+        for (a, b) in q.scans.iter().zip(&p.scans) {
+            assert_eq!((a.offset, &a.comps), (b.offset + shift, &b.comps));
+        }
+        // Each scan's table redefined, always the same: one AC table.
+        let same = plan(&many_ac_scans(100, |_| 1), u64::MAX).unwrap();
+        assert_eq!((same.scans.len(), same.tables.len()), (101, 2));
+        assert!(same.scans[1..].iter().all(|s| s.comps[0].2 == 1));
+        // A new table per scan: distinct ones up to MAX_TABLES, each scan
+        // naming its own, then a CPU file.
+        let distinct = plan(&many_ac_scans(MAX_TABLES - 1, |k| k as u8 + 1), u64::MAX).unwrap();
+        assert_eq!(distinct.tables.len(), MAX_TABLES);
+        for (k, s) in distinct.scans[1..].iter().enumerate() {
+            assert_eq!(
+                distinct.tables[s.comps[0].2 as usize].symbols[0],
+                k as u8 + 1
+            );
+        }
+        assert!(matches!(
+            plan(&many_ac_scans(MAX_TABLES, |k| k as u8 + 1), u64::MAX),
+            Err(SampleError::Unsupported(_))
+        ));
     }
 
     #[test]
