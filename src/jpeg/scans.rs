@@ -157,24 +157,39 @@ impl Plan {
 }
 
 /// The Huffman tables while a file is planned: each (class, slot)'s
-/// current definition, folded, enters [`Plan::tables`] at the first scan
-/// that uses it, and only if no table there is the same. So the plan holds
-/// what its scans use, once: a file may redefine its slots in every one of
-/// up to [`MAX_SEGMENTS`] segments, which before this were all kept (1.4 KB
-/// each, for a lane to upload), and the ImageNet-like photos' scans share
-/// their tables (a sequential photo's luma and chroma AC tables are often
-/// one).
+/// current definition, as the DHT segment gave it, is folded and enters
+/// [`Plan::tables`] at the first scan that uses it, and only if no table
+/// there is the same. So the plan holds what its scans use, once, and
+/// folds nothing else: a file may redefine its slots thousands of times
+/// (a crafted 9 MB file of 546,000 definitions made 546,000 folded tables,
+/// 0.78 GB, and wrapped their 16-bit indices so that its scan named one of
+/// them), and the ImageNet-like photos' scans share tables. As libjpeg,
+/// which checks a table's codes when a scan starts
+/// (`jpeg_make_d_derived_tbl`), an unused table is not checked.
 #[derive(Default)]
 struct Tables {
-    defined: [[Option<Box<Folded>>; 4]; 2],
+    defined: [[Option<Box<Def>>; 4]; 2],
     /// Where the current definition is in `list`, once a scan used it.
     entered: [[Option<u16>; 4]; 2],
     list: Vec<Folded>,
 }
 
+/// A table as a DHT segment defines it: codes per length, symbols.
+struct Def {
+    bits: [u8; 17],
+    vals: [u8; 256],
+}
+
 impl Tables {
-    fn define(&mut self, class: usize, slot: usize, table: Folded) {
-        self.defined[class][slot] = Some(Box::new(table));
+    /// Define `(class, slot)` (checked in range) with `bits` and `vals`,
+    /// the symbols (as many as codes, at most 256).
+    fn define(&mut self, class: usize, slot: usize, bits: [u8; 17], vals: &[u8]) {
+        let mut def = Box::new(Def {
+            bits,
+            vals: [0; 256],
+        });
+        def.vals[..vals.len()].copy_from_slice(vals);
+        self.defined[class][slot] = Some(def);
         self.entered[class][slot] = None;
     }
 
@@ -184,10 +199,12 @@ impl Tables {
         if let Some(&Some(at)) = self.entered[class].get(slot) {
             return Ok(at);
         }
-        let Some(Some(table)) = self.defined[class].get(slot) else {
+        let Some(Some(def)) = self.defined[class].get(slot) else {
             return Err(corrupt("SOS uses an undefined Huffman table"));
         };
-        let at = match self.list.iter().position(|t| t == &**table) {
+        let count: usize = def.bits.iter().map(|&b| usize::from(b)).sum();
+        let table = fold(&def.bits, &def.vals[..count])?;
+        let at = match self.list.iter().position(|t| t == &table) {
             Some(at) => at,
             None if self.list.len() == MAX_TABLES => {
                 return Err(SampleError::Unsupported(format!(
@@ -195,7 +212,7 @@ impl Tables {
                 )));
             }
             None => {
-                self.list.push((**table).clone());
+                self.list.push(table);
                 self.list.len() - 1
             }
         };
@@ -455,7 +472,7 @@ pub(crate) fn plan(data: &[u8], max_pixels: u64) -> Result<Plan, SampleError> {
                     if count > 256 || s.len() < 17 + count {
                         return Err(corrupt("bad DHT segment"));
                     }
-                    tables.define(class, slot, fold(&bits, &s[17..17 + count])?);
+                    tables.define(class, slot, bits, &s[17..17 + count]);
                     s = &s[17 + count..];
                 }
             }
@@ -813,6 +830,24 @@ mod tests {
         for (a, b) in q.scans.iter().zip(&p.scans) {
             assert_eq!((a.offset, &a.comps), (b.offset + shift, &b.comps));
         }
+        // A table with three codes of one bit: refused where a scan uses
+        // it, as libjpeg refuses it (when the scan starts), not otherwise.
+        let bad = [
+            0xFF, 0xC4, 0, 22, 0x13, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3,
+        ];
+        let mut v = PROGRESSIVE[..2].to_vec();
+        v.extend_from_slice(&bad);
+        v.extend_from_slice(&PROGRESSIVE[2..]);
+        assert_eq!(plan(&v, u64::MAX).unwrap().tables, p.tables);
+        let mut used = many_ac_scans(1, |_| 1);
+        let last = used.windows(2).rposition(|w| w == [0xFF, 0xDA]).unwrap();
+        let mut bad0 = bad.to_vec();
+        bad0[4] = 0x10;
+        used.splice(last..last, bad0);
+        assert!(matches!(
+            plan(&used, u64::MAX),
+            Err(SampleError::Corrupt(_))
+        ));
         // Each scan's table redefined, always the same: one AC table.
         let same = plan(&many_ac_scans(100, |_| 1), u64::MAX).unwrap();
         assert_eq!((same.scans.len(), same.tables.len()), (101, 2));
