@@ -405,6 +405,13 @@ for phase in "${phases[@]}"; do
       step device-stage-pinned 90 "$bin/test-device_stage" page_locked --nocapture
       step bench-cuda-pageable 90 env GPUFEED_PINNED_READS=0 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --json
+      # Session 42: the scan kernels' lanes copy the files read into those
+      # blocks from there instead of packing them on the lane's thread;
+      # the candidate without the blocks (its lanes' CPU-ms per image
+      # against bench-cuda-sequential's).
+      step bench-cuda-sequential-pageable 90 env GPUFEED_PINNED_READS=0 GPUFEED_SEQUENTIAL_GPU=1 \
+        "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 \
+        --hardware-share 0 --batches-in-flight 6 --json
       # photos/full: the default, then the candidate at 16 rounds (the new
       # default); with photos over 1 MP sent to the engine instead
       # (session 40's fallback, `sequential_kernels_max_pixels`); split by

@@ -572,6 +572,12 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
     // their CPU decoder, which alone counts as device memory there.
     let m = dev.memory();
     assert!(m.decoder_device_bytes > 0, "{m:?}");
+    // The readers read into page-locked blocks once 256 files told their
+    // pool the size (issue 16, item 4), and the lanes copy the files from
+    // there (`prog_batch::uploads`), whatever the engine share.
+    if 2 * n > 256 && std::env::var("GPUFEED_PINNED_READS").as_deref() != Ok("0") {
+        assert!(m.read_buffer_pinned_bytes > 0, "{m:?}");
+    }
     // Their calls' time, which `gpufeed bench` weighs against the other
     // stages to name the limit.
     assert!(s.progressive_busy > std::time::Duration::ZERO, "{s:?}");

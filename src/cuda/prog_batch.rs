@@ -136,7 +136,12 @@ struct Staging {
 impl Staging {
     /// Wait for the last copy out, grow to `bytes` (twice the old size at
     /// least) and pack `files` from the start; the packed bytes.
-    fn pack(&mut self, ctx: &Arc<CudaContext>, files: &[&[u8]], bytes: usize) -> Result<&[u8]> {
+    fn pack<'f>(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        files: impl Iterator<Item = &'f [u8]>,
+        bytes: usize,
+    ) -> Result<&[u8]> {
         if let Some(e) = self.copied.take() {
             e.synchronize().map_err(Error::cuda("staging event"))?;
         }
@@ -176,6 +181,45 @@ impl Drop for Staging {
             let _ = e.synchronize();
         }
     }
+}
+
+/// One copy of a batch's files to the device buffer, where they lie one
+/// after another in order ([`uploads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Upload {
+    /// File `file`, from the readers' page-locked block it was read into,
+    /// to `at`.
+    File { file: usize, at: usize },
+    /// `len` bytes packed in the staging from `from`, to `at`.
+    Staged { from: usize, at: usize, len: usize },
+}
+
+/// How files of `lens` bytes reach the device, `pinned` telling which the
+/// readers read into page-locked memory: those are copied from there,
+/// by the copy engine alone (issue 16, item 4: the readers' blocks are
+/// what the engine's copies read too), and each run of the others is
+/// packed into the staging and copied at once. Also the bytes staged.
+pub(crate) fn uploads(lens: &[usize], pinned: &[bool]) -> (Vec<Upload>, usize) {
+    let (mut out, mut at, mut staged) = (Vec::new(), 0, 0);
+    for (file, (&len, &pin)) in lens.iter().zip(pinned).enumerate() {
+        if len == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            _ if pin => out.push(Upload::File { file, at }),
+            Some(Upload::Staged { at: a, len: l, .. }) if *a + *l == at => *l += len,
+            _ => out.push(Upload::Staged {
+                from: staged,
+                at,
+                len,
+            }),
+        }
+        if !pin {
+            staged += len;
+        }
+        at += len;
+    }
+    (out, staged)
 }
 
 /// Device buffers for batches of progressive files on one stream, grown
@@ -283,6 +327,21 @@ impl Buffers {
         files: &[&[u8]],
         out: &[(u64, u32)],
     ) -> Result<std::result::Result<Put, (usize, SampleError)>> {
+        self.put_from(plans, files, &vec![false; files.len()], out)
+    }
+
+    /// [`put`](Self::put), the files `pinned` says were read into
+    /// page-locked memory copied from there ([`uploads`]): the caller
+    /// keeps those bytes as they are until the stream has done them
+    /// ([`status`](Self::status) waits for it, as [`settle`](Self::settle)
+    /// does after an error).
+    pub(crate) fn put_from(
+        &mut self,
+        plans: &[Plan],
+        files: &[&[u8]],
+        pinned: &[bool],
+        out: &[(u64, u32)],
+    ) -> Result<std::result::Result<Put, (usize, SampleError)>> {
         let s = self.stream.clone();
         self.ctx
             .bind_to_thread()
@@ -301,14 +360,27 @@ impl Buffers {
             Err(e) => return Ok(Err(e)),
         };
         let up = Error::cuda("upload");
-        let packed = self.staging.pack(&self.ctx, files, bytes)?;
+        let lens: Vec<usize> = files.iter().map(|f| f.len()).collect();
+        let (uploads, staged) = uploads(&lens, pinned);
+        let unpinned = files.iter().zip(pinned).filter(|(_, p)| !**p);
+        let packed = self
+            .staging
+            .pack(&self.ctx, unpinned.map(|(f, _)| *f), staged)?;
         let data = self.data.at_least(&s, bytes)?;
-        // From page-locked memory the copy is asynchronous: the event
-        // recorded after it keeps `pack` from writing the staging again
-        // before it is done.
-        s.memcpy_htod(packed, &mut data.slice_mut(..bytes))
-            .map_err(&up)?;
-        self.staging.copied = Some(s.record_event(None).map_err(Error::cuda("staging event"))?);
+        // From page-locked memory each copy is asynchronous: the event
+        // recorded after them keeps `pack` from writing the staging again
+        // before they are done.
+        for u in uploads {
+            let (from, at) = match u {
+                Upload::File { file, at } => (files[file], at),
+                Upload::Staged { from, at, len } => (&packed[from..from + len], at),
+            };
+            s.memcpy_htod(from, &mut data.slice_mut(at..at + from.len()))
+                .map_err(&up)?;
+        }
+        if staged > 0 {
+            self.staging.copied = Some(s.record_event(None).map_err(Error::cuda("staging event"))?);
+        }
         upload(&s, &mut self.chains, &l.launch.chains)?;
         upload(&s, &mut self.scans, &l.launch.scans)?;
         upload(&s, &mut self.tables, &l.launch.tables)?;
@@ -442,6 +514,13 @@ impl Buffers {
             .clone_dtoh(&st.slice(..p.chains as usize))
             .map_err(Error::cuda("download"))?;
         Ok(unpermute(&p.order, &launched))
+    }
+
+    /// Wait, as well as the stream can, for what was queued: after an
+    /// error, before the caller lets go of the files that
+    /// [`put_from`](Self::put_from) copies from the readers' blocks.
+    pub(crate) fn settle(&self) {
+        let _ = self.stream.synchronize();
     }
 }
 
@@ -673,3 +752,6 @@ pub fn bench(
         faults,
     })
 }
+
+#[cfg(test)]
+mod tests;

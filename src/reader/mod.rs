@@ -432,8 +432,8 @@ impl PooledBytes {
         }
     }
 
-    /// Whether the bytes are in page-locked memory.
-    #[cfg(test)]
+    /// Whether the bytes are in page-locked memory: a kernel lane copies
+    /// such a file to the device from where it is.
     pub(crate) fn is_pinned(&self) -> bool {
         self.buf.is_pinned()
     }

@@ -420,15 +420,15 @@ impl DeviceStage {
     }
 
     /// Page-locked memory for the readers' buffers, where the hardware
-    /// engine may decode (issue 16, item 4): its copies read the files
-    /// from the readers' buffers. `GPUFEED_PINNED_READS=0` turns it off,
-    /// to measure it.
+    /// engine may decode or the scan kernels' lanes run (issue 16, item
+    /// 4): the engine's copies, and the lanes' (`prog_batch::uploads`),
+    /// read the files from the readers' buffers. `GPUFEED_PINNED_READS=0`
+    /// turns it off, to measure it.
     pub(crate) fn read_pinning(&self) -> Option<Arc<dyn crate::reader::PinAlloc>> {
-        let engine = self
-            .worker_decode
-            .as_ref()
-            .is_some_and(|w| w.engine && w.share.may_engine());
-        if !engine || std::env::var("GPUFEED_PINNED_READS").is_ok_and(|v| v == "0") {
+        let reads = self.worker_decode.as_ref().is_some_and(|w| {
+            (w.engine && w.share.may_engine()) || w.kernels.progressive || w.kernels.sequential
+        });
+        if !reads || std::env::var("GPUFEED_PINNED_READS").is_ok_and(|v| v == "0") {
             return None;
         }
         Some(match &self.engine {

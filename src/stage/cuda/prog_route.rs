@@ -151,14 +151,23 @@ fn decode(
         return Ok(Vec::new());
     }
     let files: Vec<&[u8]> = ks.iter().map(|&k| &jobs[k].bytes[..]).collect();
+    let pinned: Vec<bool> = ks.iter().map(|&k| jobs[k].bytes.is_pinned()).collect();
     let out: Vec<(u64, u32)> = ks
         .iter()
         .map(|&k| (jobs[k].dest, jobs[k].width * 3))
         .collect();
-    let put = lane
-        .buffers
-        .put(plans, &files, &out)?
-        .map_err(|(_, e)| Error::Device(format!("progressive layout: {e}")))?;
+    // Files read into the readers' page-locked blocks are copied from
+    // there (no packing on this thread): they go back to the readers only
+    // once the stream is done with them, which `status` waits for, and
+    // `settle` after an error.
+    let put = match lane.buffers.put_from(plans, &files, &pinned, &out) {
+        Ok(Ok(put)) => put,
+        Ok(Err((_, e))) => return Err(Error::Device(format!("progressive layout: {e}"))),
+        Err(e) => {
+            lane.buffers.settle();
+            return Err(e);
+        }
+    };
     let queued = lane
         .buffers
         .queue_scans(&put)
@@ -167,6 +176,9 @@ fn decode(
     // The status download waits for the stream: the writes into the arena
     // are complete when it returns, failed or not.
     let status = lane.buffers.status(&put);
+    if queued.is_err() || status.is_err() {
+        lane.buffers.settle();
+    }
     queued?;
     let status = status?;
     let mut ok = Vec::new();

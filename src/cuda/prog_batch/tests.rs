@@ -1,0 +1,90 @@
+//! How a batch's files reach the device: each byte once, where the
+//! layout puts it, from the readers' blocks or the staging.
+
+use super::{Upload, uploads};
+
+/// Replays `uploads` on the host: the device buffer it fills, and the
+/// staging it reads (the unpinned files packed in order).
+fn replay(files: &[Vec<u8>], pinned: &[bool]) -> (Vec<u8>, usize) {
+    let lens: Vec<usize> = files.iter().map(Vec::len).collect();
+    let (ups, staged) = uploads(&lens, pinned);
+    let packed: Vec<u8> = files
+        .iter()
+        .zip(pinned)
+        .filter(|(_, p)| !**p)
+        .flat_map(|(f, _)| f.iter().copied())
+        .collect();
+    assert_eq!(packed.len(), staged);
+    let mut device = vec![0u8; lens.iter().sum()];
+    let mut written = vec![false; device.len()];
+    for u in ups {
+        let (from, at) = match u {
+            Upload::File { file, at } => {
+                assert!(pinned[file] && !files[file].is_empty());
+                (&files[file][..], at)
+            }
+            Upload::Staged { from, at, len } => {
+                assert!(len > 0);
+                (&packed[from..from + len], at)
+            }
+        };
+        for (i, &b) in from.iter().enumerate() {
+            assert!(!written[at + i], "byte {} written twice", at + i);
+            written[at + i] = true;
+            device[at + i] = b;
+        }
+    }
+    assert!(written.iter().all(|&w| w));
+    let copies = uploads(&lens, pinned).0.len();
+    (device, copies)
+}
+
+#[test]
+fn every_file_lands_where_the_layout_puts_it() {
+    let files: Vec<Vec<u8>> = (0..7u8)
+        .map(|i| vec![i + 1; [3, 0, 5, 1, 4, 2, 6][usize::from(i)]])
+        .collect();
+    let whole: Vec<u8> = files.concat();
+    // Every choice of pinned files, the empty one (file 1) among them.
+    for mask in 0..1u32 << files.len() {
+        let pinned: Vec<bool> = (0..files.len()).map(|i| mask >> i & 1 == 1).collect();
+        let (device, copies) = replay(&files, &pinned);
+        assert_eq!(device, whole, "pinned {pinned:?}");
+        // A copy per pinned file, and one per run of the others.
+        let nonempty: Vec<bool> = files
+            .iter()
+            .zip(&pinned)
+            .filter(|(f, _)| !f.is_empty())
+            .map(|(_, &p)| p)
+            .collect();
+        let runs = nonempty
+            .iter()
+            .enumerate()
+            .filter(|&(i, &p)| !p && (i == 0 || nonempty[i - 1]))
+            .count();
+        assert_eq!(copies, nonempty.iter().filter(|&&p| p).count() + runs);
+    }
+}
+
+#[test]
+fn nothing_pinned_is_one_staged_copy() {
+    let (ups, staged) = uploads(&[10, 20, 30], &[false; 3]);
+    assert_eq!(
+        ups,
+        vec![Upload::Staged {
+            from: 0,
+            at: 0,
+            len: 60
+        }]
+    );
+    assert_eq!(staged, 60);
+    let (ups, staged) = uploads(&[10, 20], &[true; 2]);
+    assert_eq!(
+        ups,
+        vec![
+            Upload::File { file: 0, at: 0 },
+            Upload::File { file: 1, at: 10 }
+        ]
+    );
+    assert_eq!(staged, 0);
+}
