@@ -62,6 +62,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_files_the_kernels_refuse_stay_on_the_workers,
     gpu_files_the_kernels_refuse_stay_on_the_workers,
+    #[cfg(feature = "kernel-emu")]
+    emu_batches_equal_each_file_alone,
+    gpu_batches_equal_each_file_alone,
 );
 
 /// The corpus's files of each coding process (its manifest's `sof`).
@@ -599,6 +602,64 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
 }
 
 type DecodeRgb<'a> = &'a dyn Fn(&Path, &[u8]) -> gpufeed::Result<Rgb>;
+type DecodeBatch<'a> = &'a dyn Fn(&[(&Path, &[u8])], &[bool]) -> gpufeed::Result<Vec<Rgb>>;
+
+#[cfg(feature = "kernel-emu")]
+fn emu_batches_equal_each_file_alone() -> Outcome {
+    use gpufeed::cuda::prog_batch::emu_rgb_batch;
+    batches(&|f, p| emu_rgb_batch(f, p, MAX_PIXELS), &emu_rgb)
+}
+
+fn gpu_batches_equal_each_file_alone() -> Outcome {
+    common::need_gpu()?;
+    use gpufeed::cuda::prog_batch::gpu_rgb_batch;
+    batches(&|f, p| gpu_rgb_batch(f, p, MAX_PIXELS), &gpu_rgb)
+}
+
+/// `photos/imagenet-size`'s files that the kernels decode alone, in
+/// batches of 64 as a lane decodes them (tables shared: 160 of the files
+/// have the same four; chains longest first; every third file copied on
+/// its own, as from the readers' page-locked blocks): each image's bytes
+/// those of the file decoded alone (the same kernels; zero tolerance).
+fn batches(batch: DecodeBatch, alone: DecodeRgb) -> Outcome {
+    let dir = common::corpus()?.join("photos/imagenet-size");
+    let mut paths: Vec<_> = (std::fs::read_dir(&dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    let mut files = Vec::new();
+    for path in paths {
+        let data = std::fs::read(&path).unwrap();
+        if let Ok(r) = alone(&path, &data)
+            && r.status.iter().all(|&s| s == 0)
+        {
+            files.push((path, data, r.pixels));
+        }
+    }
+    assert!(files.len() >= 150, "{} files decode alone", files.len());
+    for chunk in files.chunks(64) {
+        let with: Vec<(&Path, &[u8])> = chunk
+            .iter()
+            .map(|(p, d, _)| (p.as_path(), &d[..]))
+            .collect();
+        let pinned: Vec<bool> = (0..chunk.len()).map(|i| i % 3 == 1).collect();
+        let got = batch(&with, &pinned).unwrap();
+        assert_eq!(got.len(), chunk.len());
+        for ((path, _, want), g) in chunk.iter().zip(&got) {
+            let name = path.display();
+            assert!(g.status.iter().all(|&s| s == 0), "{name}: {:?}", g.status);
+            assert!(
+                g.pixels == *want,
+                "{name}: the batch's pixels are not the file's alone"
+            );
+        }
+    }
+    println!(
+        "photos/imagenet-size: {} images in batches of 64 equal to their files decoded alone",
+        files.len()
+    );
+    Ok(())
+}
 
 /// The progressive files whose scans decode without a fault, to RGB8,
 /// against libjpeg-turbo's `tj3Decompress8` with its defaults (accurate

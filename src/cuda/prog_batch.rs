@@ -17,8 +17,8 @@ use super::jpeg_desc::{GfChain, GfColor, GfHuff, GfPlane, GfScan};
 use super::launch::{AugmentKernels, ProgressiveKernels};
 use super::pixels::{Rgb, color, converts, planes};
 use super::progressive::{
-    Launch, planned, queue_split, scan_config, scan_pipeline, split_bytes, split_params,
-    sync_bytes, unpermute,
+    Launch, per_file, planned_all, queue_split, scan_config, scan_pipeline, split_bytes,
+    split_params, sync_bytes, unpermute,
 };
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
@@ -161,11 +161,7 @@ impl Staging {
             .expect("allocated above")
             .as_mut_slice()
             .map_err(Error::cuda("pinned staging"))?;
-        let mut at = 0;
-        for f in files {
-            host[at..at + f.len()].copy_from_slice(f);
-            at += f.len();
-        }
+        pack(host, files);
         Ok(&host[..bytes])
     }
 
@@ -220,6 +216,32 @@ pub(crate) fn uploads(lens: &[usize], pinned: &[bool]) -> (Vec<Upload>, usize) {
         at += len;
     }
     (out, staged)
+}
+
+/// `files` one after another from the start of `host`.
+fn pack<'f>(host: &mut [u8], files: impl Iterator<Item = &'f [u8]>) {
+    let mut at = 0;
+    for f in files {
+        host[at..at + f.len()].copy_from_slice(f);
+        at += f.len();
+    }
+}
+
+/// Make the copies `ups` of `files` (those packed into `packed` by
+/// [`pack`] in order), each `copy(bytes, at)`.
+fn copy_files<E>(
+    files: &[&[u8]],
+    ups: &[Upload],
+    packed: &[u8],
+    mut copy: impl FnMut(&[u8], usize) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    for &u in ups {
+        match u {
+            Upload::File { file, at } => copy(files[file], at)?,
+            Upload::Staged { from, at, len } => copy(&packed[from..from + len], at)?,
+        }
+    }
+    Ok(())
 }
 
 /// Device buffers for batches of progressive files on one stream, grown
@@ -370,14 +392,10 @@ impl Buffers {
         // From page-locked memory each copy is asynchronous: the event
         // recorded after them keeps `pack` from writing the staging again
         // before they are done.
-        for u in uploads {
-            let (from, at) = match u {
-                Upload::File { file, at } => (files[file], at),
-                Upload::Staged { from, at, len } => (&packed[from..from + len], at),
-            };
+        copy_files(files, &uploads, packed, |from, at| {
             s.memcpy_htod(from, &mut data.slice_mut(at..at + from.len()))
-                .map_err(&up)?;
-        }
+        })
+        .map_err(&up)?;
         if staged > 0 {
             self.staging.copied = Some(s.record_event(None).map_err(Error::cuda("staging event"))?);
         }
@@ -535,30 +553,121 @@ fn upload<T: DeviceRepr + ValidAsZeroBits>(
         .map_err(Error::cuda("upload"))
 }
 
+/// `files` decoded to RGB8 as a CUDA lane decodes a batch ([`Buffers`]):
+/// one [`Layout`] (tables shared, chains longest first), the files copied
+/// where [`uploads`] says (`pinned`: those read into the readers' blocks),
+/// the kernels compiled for the host, host memory standing for the
+/// device's. Not part of the API.
+#[cfg(feature = "kernel-emu")]
+#[doc(hidden)]
+pub fn emu_rgb_batch(
+    files: &[(&Path, &[u8])],
+    pinned: &[bool],
+    max_pixels: u64,
+) -> Result<Vec<Rgb>> {
+    let plans = planned_all(files, max_pixels)?;
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.1).collect();
+    let (bytes, coefs) = sizes(&plans, &refs);
+    let mut data = vec![0u8; bytes];
+    let mut coef = vec![0i16; coefs];
+    let mut samples = vec![0u8; coefs];
+    let mut images: Vec<Vec<u8>> = (plans.iter())
+        .map(|p| vec![0u8; p.width as usize * p.height as usize * 3])
+        .collect();
+    let out: Vec<(u64, u32)> = (images.iter_mut().zip(&plans))
+        .map(|(img, p)| (img.as_mut_ptr() as u64, p.width * 3))
+        .collect();
+    let bases = (
+        data.as_mut_ptr() as u64,
+        coef.as_mut_ptr() as u64,
+        samples.as_mut_ptr() as u64,
+    );
+    let l = Layout::new(&plans, &refs, bases, &out).map_err(|(i, source)| Error::Sample {
+        path: files[i].0.to_path_buf(),
+        source,
+    })?;
+    let lens: Vec<usize> = refs.iter().map(|f| f.len()).collect();
+    let (ups, staged) = uploads(&lens, pinned);
+    let mut packed = vec![0u8; staged];
+    let unpinned = refs.iter().zip(pinned).filter(|(_, p)| !**p);
+    pack(&mut packed, unpinned.map(|(f, _)| *f));
+    let data_ptr = data.as_mut_ptr();
+    copy_files(&refs, &ups, &packed, |from, at| {
+        // SAFETY: `uploads` puts each byte at most once within the
+        // `bytes` of `data`, which nothing else touches now.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), data_ptr.add(at), from.len()) };
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .unwrap_or_else(|e| match e {});
+    // SAFETY: the layout's descriptors address `data` (its files, copied
+    // above), `coef` and `samples` (sized by `sizes` for these plans) and
+    // `images` (width * height * 3 bytes each at width * 3 a row), all
+    // alive and untouched by anything else during these synchronous calls.
+    let status = unsafe {
+        let (status, _) = super::progressive::emu_kernels(&l.launch, split_bytes());
+        super::emu::idct(&l.planes, l.blocks);
+        super::emu::color(&l.colors);
+        status
+    };
+    let status = per_file(&unpermute(&l.order, &status), &l.launch.chains_of);
+    Ok((plans.iter().zip(images).zip(status))
+        .map(|((p, pixels), status)| Rgb {
+            width: p.width,
+            height: p.height,
+            pixels,
+            status,
+        })
+        .collect())
+}
+
 /// Decode `data` to RGB8 with the three kernels on CUDA device 0, as a
 /// batch of one. Not part of the API.
 #[doc(hidden)]
 pub fn gpu_rgb(path: &Path, data: &[u8], max_pixels: u64) -> Result<Rgb> {
-    let p = planned(path, data, max_pixels)?;
+    let mut one = gpu_rgb_batch(&[(path, data)], &[false], max_pixels)?;
+    one.pop()
+        .ok_or_else(|| Error::Device("a batch of one decoded to none".into()))
+}
+
+/// `files` decoded to RGB8 on CUDA device 0 as a lane decodes a batch
+/// ([`Buffers::put_from`]; `pinned`, which files it copies on their own,
+/// as if from the readers' blocks). Not part of the API.
+#[doc(hidden)]
+pub fn gpu_rgb_batch(
+    files: &[(&Path, &[u8])],
+    pinned: &[bool],
+    max_pixels: u64,
+) -> Result<Vec<Rgb>> {
+    let plans = planned_all(files, max_pixels)?;
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.1).collect();
     let k = AugmentKernels::device0()?;
     let mut b = Buffers::new(&k.ctx, k.stream.clone(), k.progressive()?);
-    let rgb = k.zeros::<u8>(p.width as usize * p.height as usize * 3)?;
-    let out = [(k.address(&rgb), p.width * 3)];
+    let rgbs = (plans.iter())
+        .map(|p| k.zeros::<u8>(p.width as usize * p.height as usize * 3))
+        .collect::<Result<Vec<_>>>()?;
+    let out: Vec<(u64, u32)> = (rgbs.iter().zip(&plans))
+        .map(|(r, p)| (k.address(r), p.width * 3))
+        .collect();
     let put = b
-        .put(std::slice::from_ref(&p), &[data], &out)?
-        .map_err(|(_, source)| Error::Sample {
-            path: path.to_path_buf(),
+        .put_from(&plans, &refs, pinned, &out)?
+        .map_err(|(i, source)| Error::Sample {
+            path: files[i].0.to_path_buf(),
             source,
         })?;
     b.queue_scans(&put)?;
     b.queue_idct(&put)?;
     b.queue_color(&put)?;
-    Ok(Rgb {
-        width: p.width,
-        height: p.height,
-        pixels: k.download(&rgb)?,
-        status: b.status(&put)?,
-    })
+    let status = per_file(&b.status(&put)?, &put.chains_of);
+    (plans.iter().zip(&rgbs).zip(status))
+        .map(|((p, rgb), status)| {
+            Ok(Rgb {
+                width: p.width,
+                height: p.height,
+                pixels: k.download(rgb)?,
+                status,
+            })
+        })
+        .collect()
 }
 
 /// What `gpufeed progressive-bench` measured.

@@ -385,6 +385,26 @@ pub(crate) fn planned(path: &Path, data: &[u8], max_pixels: u64) -> Result<Plan>
     })
 }
 
+/// [`planned`] for each of `files` (path, bytes).
+pub(crate) fn planned_all(files: &[(&Path, &[u8])], max_pixels: u64) -> Result<Vec<Plan>> {
+    files
+        .iter()
+        .map(|&(path, data)| planned(path, data, max_pixels))
+        .collect()
+}
+
+/// The chains' `status`, in push order, cut into each file's
+/// (`chains_of`: how many each has).
+pub(crate) fn per_file(status: &[u32], chains_of: &[usize]) -> Vec<Vec<u32>> {
+    let mut at = 0;
+    (chains_of.iter())
+        .map(|&n| {
+            at += n;
+            status[at - n..at].to_vec()
+        })
+        .collect()
+}
+
 fn grids(p: &Plan) -> Vec<CoefGrid> {
     (0..p.comps.len())
         .map(|c| CoefGrid {
@@ -469,10 +489,7 @@ pub fn emu_coefficients_batch(
     files: &[(&Path, &[u8])],
     max_pixels: u64,
 ) -> Result<Vec<Coefficients>> {
-    let plans = files
-        .iter()
-        .map(|&(path, data)| planned(path, data, max_pixels))
-        .collect::<Result<Vec<_>>>()?;
+    let plans = planned_all(files, max_pixels)?;
     let with: Vec<(&Plan, &[u8])> = plans.iter().zip(files).map(|(p, f)| (p, f.1)).collect();
     let (decoded, _) = emu_launch(&with, split_bytes());
     Ok(plans
@@ -487,25 +504,17 @@ pub fn emu_coefficients_batch(
         .collect())
 }
 
-/// One file's grids and its chains' statuses.
+/// The split kernels and `gf_progressive`, compiled for the host, over
+/// `l` as launched (its chains in launch order): each chain's status in
+/// that order, and how the split kernels fared.
+///
+/// # Safety
+///
+/// Every chain of `l` must address its file's bytes (`data_len` of them)
+/// and its components' coefficient grids (`stride * rows` blocks of 64
+/// `i16`), valid for the call and touched by nothing else meanwhile.
 #[cfg(feature = "kernel-emu")]
-type Decoded = (Vec<CoefGrid>, Vec<u32>);
-
-#[cfg(feature = "kernel-emu")]
-fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitCount) {
-    let mut all: Vec<Vec<CoefGrid>> = files.iter().map(|(p, _)| grids(p)).collect();
-    let mut l = Launch::default();
-    let mut pushed = Vec::with_capacity(files.len());
-    for ((p, data), comps) in files.iter().zip(&mut all) {
-        let coef: Vec<u64> = comps
-            .iter_mut()
-            .map(|g| g.coef.as_mut_ptr() as u64)
-            .collect();
-        pushed.push(l.push(p, data.as_ptr() as u64, data.len(), &coef));
-    }
-    // In the order the CUDA lanes launch them, so that the tests check the
-    // reordering too.
-    let order = l.longest_first();
+pub(crate) unsafe fn emu_kernels(l: &Launch, sub_bytes: u32) -> (Vec<u32>, SplitCount) {
     let mut status = vec![0u32; l.chains.len()];
     let first = l.split(sub_bytes);
     let subs = *first.last().unwrap_or(&0);
@@ -529,12 +538,11 @@ fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitC
     );
     let mut count = SplitCount::default();
     if subs > 0 {
-        // SAFETY: the chains address the files (data_len bytes each) and
-        // the grids just allocated, each stride * rows blocks as the plan sized them;
-        // the lists, `first` (from `split`: sorted, 0 to `subs`), the
-        // zeroed records (2 * subs, 4-aligned) and statuses are the vectors
-        // above; all outlive the synchronous call, and nothing else writes
-        // them meanwhile.
+        // SAFETY: the chains' files and grids are the caller's (this
+        // function's contract); the lists, `first` (from `split`: sorted,
+        // 0 to `subs`), the zeroed records (2 * subs, 4-aligned) and the
+        // statuses are `l`'s and the vectors above; all outlive the
+        // synchronous call, and nothing else writes them meanwhile.
         unsafe { super::emu::split(p) };
         for (c, &s) in first.windows(2).zip(&status) {
             if c[1] > c[0] {
@@ -545,6 +553,32 @@ fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitC
     }
     // SAFETY: as for `split` above; the statuses hold 0 or what it left.
     unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
+    (status, count)
+}
+
+/// One file's grids and its chains' statuses.
+#[cfg(feature = "kernel-emu")]
+type Decoded = (Vec<CoefGrid>, Vec<u32>);
+
+#[cfg(feature = "kernel-emu")]
+fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitCount) {
+    let mut all: Vec<Vec<CoefGrid>> = files.iter().map(|(p, _)| grids(p)).collect();
+    let mut l = Launch::default();
+    let mut pushed = Vec::with_capacity(files.len());
+    for ((p, data), comps) in files.iter().zip(&mut all) {
+        let coef: Vec<u64> = comps
+            .iter_mut()
+            .map(|g| g.coef.as_mut_ptr() as u64)
+            .collect();
+        pushed.push(l.push(p, data.as_ptr() as u64, data.len(), &coef));
+    }
+    // In the order the CUDA lanes launch them, so that the tests check the
+    // reordering too.
+    let order = l.longest_first();
+    // SAFETY: the chains address the files (data_len bytes each) and the
+    // grids just allocated, each stride * rows blocks as the plan sized
+    // them; all outlive the call, and nothing else touches them meanwhile.
+    let (status, count) = unsafe { emu_kernels(&l, sub_bytes) };
     let status = unpermute(&order, &status);
     // Each file's statuses, in push order; "descriptor out of range" for
     // one the launch refused (past its table indices).
@@ -687,4 +721,4 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

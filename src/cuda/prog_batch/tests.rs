@@ -88,3 +88,30 @@ fn nothing_pinned_is_one_staged_copy() {
     );
     assert_eq!(staged, 0);
 }
+
+/// The repository's JPEGs that the kernels convert, as one batch through
+/// the layout and copies a CUDA lane makes (every other file from a
+/// "pinned" block): each image equal to the same file decoded alone.
+#[cfg(feature = "kernel-emu")]
+#[test]
+fn a_batch_through_the_lane_layout_equals_each_file_alone() {
+    use crate::cuda::pixels::{converts, emu_rgb};
+    let files = crate::cuda::progressive::tests::repo_jpegs(converts);
+    assert!(files.len() >= 10, "{}", files.len());
+    let with: Vec<(&std::path::Path, &[u8])> =
+        files.iter().map(|(p, d)| (p.as_path(), &d[..])).collect();
+    for pinned in [
+        vec![false; files.len()],
+        vec![true; files.len()],
+        (0..files.len()).map(|i| i % 3 == 1).collect(),
+    ] {
+        let batch = super::emu_rgb_batch(&with, &pinned, u64::MAX).unwrap();
+        for ((path, data), got) in files.iter().zip(&batch) {
+            let alone = emu_rgb(path, data, u64::MAX).unwrap();
+            assert!(got.status.iter().all(|&s| s == 0), "{}", path.display());
+            assert_eq!(got.status, alone.status, "{}", path.display());
+            assert_eq!((got.width, got.height), (alone.width, alone.height));
+            assert!(got.pixels == alone.pixels, "{}", path.display());
+        }
+    }
+}

@@ -69,18 +69,7 @@ fn a_launch_holds_each_table_once() {
 #[cfg(feature = "kernel-emu")]
 #[test]
 fn a_batch_decodes_each_file_as_alone() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut files = Vec::new();
-    for sub in ["go", "pillow"] {
-        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
-            let path = e.unwrap().path();
-            if path.extension().is_some_and(|x| x == "jpg" || x == "jpeg") {
-                let data = std::fs::read(&path).unwrap();
-                files.push((path, data));
-            }
-        }
-    }
-    files.retain(|(_, d)| plan(d, u64::MAX).is_ok());
+    let files = repo_jpegs(|_| true);
     assert!(files.len() >= 10, "{}", files.len());
     let with: Vec<(&Path, &[u8])> = files.iter().map(|(p, d)| (p.as_path(), &d[..])).collect();
     let batch = emu_coefficients_batch(&with, u64::MAX).unwrap();
@@ -165,4 +154,25 @@ fn longest_chains_launch_first_and_statuses_come_back_in_push_order() {
         unpermute(&order, &order),
         (0..pushed.len() as u32).collect::<Vec<_>>()
     );
+}
+
+/// The repository's JPEGs (`tests/data`) that plan, and whose plan
+/// `keep` takes, in name order.
+#[cfg(feature = "kernel-emu")]
+pub(crate) fn repo_jpegs(keep: impl Fn(&Plan) -> bool) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut files = Vec::new();
+    for sub in ["go", "pillow"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "jpg" || x == "jpeg") {
+                let data = std::fs::read(&path).unwrap();
+                if plan(&data, u64::MAX).is_ok_and(|p| keep(&p)) {
+                    files.push((path, data));
+                }
+            }
+        }
+    }
+    files.sort();
+    files
 }
