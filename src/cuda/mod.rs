@@ -27,6 +27,8 @@ pub mod pixels;
 #[doc(hidden)]
 pub mod prog_batch;
 #[doc(hidden)]
+pub mod prog_bench;
+#[doc(hidden)]
 pub mod progressive;
 pub(crate) mod timeline;
 

@@ -385,12 +385,16 @@ pub(crate) fn planned(path: &Path, data: &[u8], max_pixels: u64) -> Result<Plan>
     })
 }
 
-/// [`planned`] for each of `files` (path, bytes).
-pub(crate) fn planned_all(files: &[(&Path, &[u8])], max_pixels: u64) -> Result<Vec<Plan>> {
-    files
+/// [`planned`] for each of `files` (path, bytes), and their bytes.
+pub(crate) fn planned_all<'a>(
+    files: &[(&Path, &'a [u8])],
+    max_pixels: u64,
+) -> Result<(Vec<Plan>, Vec<&'a [u8]>)> {
+    let plans = files
         .iter()
         .map(|&(path, data)| planned(path, data, max_pixels))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((plans, files.iter().map(|f| f.1).collect()))
 }
 
 /// The chains' `status`, in push order, cut into each file's
@@ -489,8 +493,8 @@ pub fn emu_coefficients_batch(
     files: &[(&Path, &[u8])],
     max_pixels: u64,
 ) -> Result<Vec<Coefficients>> {
-    let plans = planned_all(files, max_pixels)?;
-    let with: Vec<(&Plan, &[u8])> = plans.iter().zip(files).map(|(p, f)| (p, f.1)).collect();
+    let (plans, bytes) = planned_all(files, max_pixels)?;
+    let with: Vec<(&Plan, &[u8])> = plans.iter().zip(bytes).collect();
     let (decoded, _) = emu_launch(&with, split_bytes());
     Ok(plans
         .iter()

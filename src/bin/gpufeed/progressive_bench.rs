@@ -31,14 +31,14 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let files = super::read_images(args.data)?;
     // Planning is the route's only CPU work: measured here, GPU or not.
-    let (taken, plan_ms) = gpufeed::cuda::prog_batch::plan_cost(&files, args.sequential);
+    let (taken, plan_ms) = gpufeed::cuda::prog_bench::plan_cost(&files, args.sequential);
     if !args.json {
         println!(
             "{taken} of {} files taken; planning: {plan_ms:.4} CPU-ms per file taken",
             files.len()
         );
     }
-    let r = gpufeed::cuda::prog_batch::bench(
+    let r = gpufeed::cuda::prog_bench::bench(
         &files,
         args.batch.max(1),
         args.iters.max(1),
