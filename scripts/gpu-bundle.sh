@@ -98,10 +98,13 @@ for line in sys.stdin:
         print(dst)
 ' "$out"
 
-# The progressive-scan decoder against libjpeg-turbo's coefficients: its
-# test needs the turbojpeg feature (libjpeg-turbo is built from source).
-cargo test --release --locked --no-run --features turbojpeg --test progressive \
-  --message-format=json 2>/dev/null | copy_test progressive "$out/bin/test-progressive"
+# The scan kernels against libjpeg-turbo's coefficients and pixels, and
+# their routes through a pipeline: these tests need the turbojpeg feature
+# (libjpeg-turbo is built from source).
+scan_tests=$(cargo test --release --locked --no-run --features turbojpeg --test progressive \
+  --test kernel_routes --message-format=json 2>/dev/null)
+copy_test progressive "$out/bin/test-progressive" <<<"$scan_tests"
+copy_test kernel_routes "$out/bin/test-kernel_routes" <<<"$scan_tests"
 # That build relinked target/release/gpufeed with the feature: link the
 # plain CLI again, as the bundle's copy above is.
 cargo build --release --locked --bin gpufeed

@@ -389,6 +389,7 @@ for phase in "${phases[@]}"; do
       step doctor 30 "$bin/gpufeed" doctor --require-gpu
       # The new defaults must still equal libjpeg-turbo on a GPU.
       step progressive 180 "$bin/test-progressive" gpu_ --nocapture
+      step kernel-routes 180 "$bin/test-kernel_routes" gpu_ --nocapture
       grow_data
       # The call's baseline: the default (the engine's route).
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
@@ -529,6 +530,7 @@ for phase in "${phases[@]}"; do
       # route's numbers below: ~2,700 launches instrumented take long).
       # (session 33: sequential files too, photos/full's left out)
       step progressive 180 "$bin/test-progressive" gpu_ --nocapture
+      step kernel-routes 180 "$bin/test-kernel_routes" gpu_ --nocapture
       # Its speed: one launch of each kernel per batch of 256 progressive
       # photos (imagenet-size has 9, full 41), against the ~1.8 CPU-ms each
       # costs the workers' Huffman decoding today.
@@ -621,6 +623,7 @@ for phase in "${phases[@]}"; do
       # The progressive-scan decoder against libjpeg-turbo, and its route.
       # (session 33: sequential files too, photos/full's left out)
       step progressive 180 "$bin/test-progressive" gpu_ --nocapture
+      step kernel-routes 180 "$bin/test-kernel_routes" gpu_ --nocapture
       GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg 60 "$bin/test-nvjpeg" --test-threads=1 --nocapture
       # The device stage against the CPU backend (needs data/sample).
       step device-stage 120 "$bin/test-device_stage" gpu_ --test-threads=1 --nocapture

@@ -460,7 +460,8 @@ impl PipelineBuilder {
     /// was about 0.1 CPU-ms of every image's cost on photos/imagenet-size
     /// (issue 16). The workers pass them on compressed; lanes of their own
     /// decode each batch's into its decode arena, equal to libjpeg-turbo
-    /// byte for byte (tests/progressive.rs); what they refuse (incomplete
+    /// byte for byte (tests/progressive.rs, tests/kernel_routes.rs); what
+    /// they refuse (incomplete
     /// progressions, CMYK, damaged scans) decodes as the engine's
     /// refusals do. Default false, or true where the environment sets
     /// `GPUFEED_PROGRESSIVE_GPU=1`. Hidden: correct on an H200
@@ -495,7 +496,8 @@ impl PipelineBuilder {
     /// a GPU): H200, 4bbffad, docs/BENCHMARKS.md.
     /// Equal to
     /// libjpeg-turbo byte for byte on the emulated device
-    /// (tests/progressive.rs); what the kernels refuse (12-bit, damaged
+    /// (tests/progressive.rs, tests/kernel_routes.rs); what the kernels
+    /// refuse (12-bit, damaged
     /// scans) decodes as the engine's refusals do. The automatic share
     /// ([`hardware_decode_share_auto`](Self::hardware_decode_share_auto))
     /// does not model it yet: it prices the CUDA share by the workers'

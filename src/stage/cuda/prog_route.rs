@@ -18,7 +18,8 @@
 //! sequential files under 1 MP too (session 33: the planner and kernels
 //! decode sequential scans). On the emulated device the kernels equal
 //! libjpeg-turbo's output, alone and through a pipeline
-//! (tests/progressive.rs; the emulated route is in `stage/emu.rs`).
+//! (tests/progressive.rs, tests/kernel_routes.rs; the emulated route is
+//! in `stage/emu.rs`).
 
 use std::sync::Arc;
 
