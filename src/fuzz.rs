@@ -207,11 +207,41 @@ pub fn progressive(data: &[u8]) -> bool {
 
 /// The three kernels compiled for the host on a plan of `data`: whether
 /// every chain decoded (without `kernel-emu`: nothing to run, true).
+///
+/// Then the file twice in one launch, as a CUDA lane batches its files
+/// (`prog_batch::emu_rgb_batch`: one layout, the second file's Huffman
+/// tables found equal to the first's and shared, the second copied on its
+/// own as from a reader's page-locked block): each copy must give the
+/// file's own chain statuses and pixels, byte for byte, faults included.
+/// A layout that let one file's scans read another's bytes or tables, or
+/// write past its own grids, shows here. One input in four, picked by its
+/// bytes (so that a reproduction takes the same path): the batch triples
+/// the kernels' time, and CI's two million mutants would take three
+/// minutes more.
 #[cfg(feature = "kernel-emu")]
 fn kernels(p: &crate::jpeg::scans::Plan, data: &[u8]) -> bool {
     let mut out = vec![0u8; p.width as usize * p.height as usize * 3];
-    crate::cuda::pixels::emu_decode(p, data, &mut out)
-        .is_ok_and(|status| status.iter().all(|&s| s == 0))
+    let Ok(status) = crate::cuda::pixels::emu_decode(p, data, &mut out) else {
+        return false;
+    };
+    let fnv = (data.iter()).fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    if fnv % 4 != 0 {
+        return status.iter().all(|&s| s == 0);
+    }
+    let path = std::path::Path::new("fuzzed.jpg");
+    let twice = crate::cuda::prog_batch::emu_rgb_batch(
+        &[(path, data), (path, data)],
+        &[false, true],
+        MAX_PIXELS,
+    )
+    .expect("a file that decodes alone lays out in a batch");
+    for (i, img) in twice.iter().enumerate() {
+        assert_eq!(img.status, status, "batch file {i}: the chains' statuses");
+        assert!(img.pixels == out, "batch file {i}: the pixels");
+    }
+    status.iter().all(|&s| s == 0)
 }
 
 #[cfg(not(feature = "kernel-emu"))]
