@@ -323,9 +323,13 @@ __device__ __forceinline__ bool gf_scan_ok(const GfChain& ch, const GfScan& s, u
 // Every write a scan makes to a block happens while it decodes that block
 // (the run-length overshoot past the band too: libjpeg's natural-order
 // table writes inside the block), so each block sees the scans' writes in
-// file order, exactly as one thread decoding them in turn: the
-// coefficients are the serial decode's, faults included (the chain's
-// status is the first faulting scan's in file order, as in turn).
+// file order, exactly as one thread decoding them in turn: where no scan
+// faults, the coefficients are the serial decode's. Where one does, the
+// chain's status is still the first faulting scan's in file order, as in
+// turn, but the scans after it stop wherever they had got to, having
+// refined blocks that the serial decode, stopped at the fault, never
+// would: the coefficients then depend on timing. Such a file goes to the
+// CPU, its pixels unused (stage/cuda/prog_route.rs).
 struct GfPipe {
     unsigned int* done;      // shared: blocks finished per scan (~0u: scan over)
     unsigned int* first;     // shared: (scan << 8) | status of the first fault

@@ -212,8 +212,12 @@ pub fn progressive(data: &[u8]) -> bool {
 /// (`prog_batch::emu_rgb_batch`: one layout, the second file's Huffman
 /// tables found equal to the first's and shared, the second copied on its
 /// own as from a reader's page-locked block): each copy must give the
-/// file's own chain statuses and pixels, byte for byte, faults included.
-/// A layout that let one file's scans read another's bytes or tables, or
+/// file's own chain statuses and pixels, byte for byte, faults included,
+/// except a faulted file's pixels with the scans' warps on threads
+/// (`GPUFEED_EMU_THREADS=1`, as on a GPU): there a chain's later scans
+/// stop wherever they had got to when an earlier one faulted (the file
+/// goes to the CPU; kernels/progressive.cu, "Scans in a pipeline"). A
+/// layout that let one file's scans read another's bytes or tables, or
 /// write past its own grids, shows here. One input in four, picked by its
 /// bytes (so that a reproduction takes the same path): the batch triples
 /// the kernels' time, and CI's two million mutants would take three
@@ -237,11 +241,15 @@ fn kernels(p: &crate::jpeg::scans::Plan, data: &[u8]) -> bool {
         MAX_PIXELS,
     )
     .expect("a file that decodes alone lays out in a batch");
+    let clean = status.iter().all(|&s| s == 0);
+    let in_turn = std::env::var("GPUFEED_EMU_THREADS").map_or(true, |v| !v.starts_with('1'));
     for (i, img) in twice.iter().enumerate() {
         assert_eq!(img.status, status, "batch file {i}: the chains' statuses");
-        assert!(img.pixels == out, "batch file {i}: the pixels");
+        if clean || in_turn {
+            assert!(img.pixels == out, "batch file {i}: the pixels");
+        }
     }
-    status.iter().all(|&s| s == 0)
+    clean
 }
 
 #[cfg(not(feature = "kernel-emu"))]
