@@ -235,12 +235,13 @@ const MIX_CU: &str = include_str!("../../kernels/mix.cu");
 const PHOTO_CU: &str = include_str!("../../kernels/photo.cu");
 const PROGRESSIVE_CU: &str = include_str!("../../kernels/progressive.cu");
 const PIXELS_CU: &str = include_str!("../../kernels/pixels.cu");
-const HEADERS: [(&str, &str); 6] = [
+const HEADERS: [(&str, &str); 7] = [
     ("augment.cuh", include_str!("../../kernels/augment.cuh")),
     ("cast.cuh", include_str!("../../kernels/cast.cuh")),
     ("photo.cuh", include_str!("../../kernels/photo.cuh")),
     ("mix.cuh", include_str!("../../kernels/mix.cuh")),
     ("scan.cuh", include_str!("../../kernels/scan.cuh")),
+    ("entropy.cuh", include_str!("../../kernels/entropy.cuh")),
     ("pixels.cuh", include_str!("../../kernels/pixels.cuh")),
 ];
 
@@ -251,4 +252,31 @@ fn inline_headers(src: &str) -> String {
     HEADERS.iter().fold(src.to_string(), |s, (name, text)| {
         s.replace(&format!("#include \"{name}\""), text)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pasting is all NVRTC gets: a header left unlisted, or one that
+    /// includes another, would reach it as an unresolved `#include` (the
+    /// NVRTC compile test would catch that, but only where libnvrtc loads).
+    #[test]
+    fn every_kernel_include_is_pasted() {
+        for (name, text) in HEADERS {
+            assert!(!text.contains("#include"), "{name} includes a header");
+            assert!(text.contains("#pragma once"), "{name} is not #pragma once");
+        }
+        for (name, src) in kernel_sources() {
+            assert!(!src.contains("#include"), "{name}: an #include left");
+        }
+        let listed: Vec<&str> = HEADERS.iter().map(|(n, _)| *n).collect();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let file = e.unwrap().file_name().into_string().unwrap();
+            if file.ends_with(".cuh") {
+                assert!(listed.contains(&file.as_str()), "{file} not in HEADERS");
+            }
+        }
+    }
 }
