@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the progressive kernels (kernels/progressive.cu
-# with entropy.cuh, kernels/pixels.cu) compiled for the host, under ASan and UBSan (undefined
-# behaviour traps: what is undefined in C++ is undefined in CUDA C++, and
+# with entropy.cuh, kernels/pixels.cu) compiled for the host, under ASan
+# and UBSan (undefined behaviour traps: what is undefined in C++ is
+# undefined in CUDA C++, and
 # nvcc may optimise on it as clang does): the `progressive`
 # cargo-fuzz target with the kernels built by clang with libFuzzer's
 # coverage instrumentation, so that libFuzzer is guided by the kernels'
