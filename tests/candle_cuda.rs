@@ -89,13 +89,8 @@ fn gpu_candle_tensors_equal_the_cpu_backend() -> Outcome {
         let (images, _) = into_candle_on(g, &dev).unwrap();
         let got: Vec<f16> = images.flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(got.len(), want.len());
-        // The kernel tolerance for f16 (tests/device_stage.rs): one unit
-        // in the last place.
-        let bad = got
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits().abs_diff(b.to_bits()) > 1)
-            .count();
+        // The kernels' f16 tolerance: one unit in the last place.
+        let bad = common::tolerance::count_bad(&got, &want, common::tolerance::f16_close);
         assert_eq!(bad, 0);
     }
     Ok(())

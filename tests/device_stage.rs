@@ -6,19 +6,19 @@
 //!   compiled for the host driven by the real staging code; batches must
 //!   equal the CPU backend's **bit for bit**.
 //! * `gpu_*`: `Device::Cuda(0)`; element-wise within u8 +-1, f16/bf16 one
-//!   unit in the last place, f32 1e-4. Without a GPU they show as ignored
-//!   (with the reason) in the summary; with `GPUFEED_REQUIRE_GPU=1` they
-//!   fail instead.
+//!   unit in the last place, f32 1e-4 (`common::tolerance`). Without a GPU
+//!   they show as ignored (with the reason) in the summary; with
+//!   `GPUFEED_REQUIRE_GPU=1` they fail instead.
 
 mod common;
 
 use common::Outcome;
+use common::tolerance::close;
 
 use gpufeed::{
     DType, Device, Layout, Pipeline, PipelineBuilder, Source, Tensor, Transform,
     augment::Normalize, augment::View,
 };
-use half::{bf16, f16};
 
 common::tests!(
     cpu_prefetch_runs_ahead,
@@ -94,36 +94,6 @@ fn base(source: Source, device: Device) -> PipelineBuilder {
         .batch_size(5)
         .workers(2)
         .output_size(32, 48)
-}
-
-fn close(got: &Tensor, want: &Tensor, exact: bool, what: &str) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    assert_eq!(got.layout(), want.layout(), "{what}: layout");
-    if exact {
-        assert!(
-            got.as_bytes().unwrap() == want.as_bytes().unwrap(),
-            "{what}: bytes differ from the CPU backend"
-        );
-        return;
-    }
-    let bad = match want.dtype() {
-        DType::U8 => count_bad(got.as_u8(), want.as_u8(), |a, b| a.abs_diff(*b) <= 1),
-        DType::F16 => count_bad(got.as_f16(), want.as_f16(), |a: &f16, b: &f16| {
-            a.to_bits().abs_diff(b.to_bits()) <= 1
-        }),
-        DType::BF16 => count_bad(got.as_bf16(), want.as_bf16(), |a: &bf16, b: &bf16| {
-            a.to_bits().abs_diff(b.to_bits()) <= 1
-        }),
-        DType::F32 => count_bad(got.as_f32(), want.as_f32(), |a, b| (a - b).abs() <= 1e-4),
-    };
-    assert_eq!(bad, 0, "{what}: {bad} elements outside the tolerance");
-}
-
-fn count_bad<T>(got: Option<&[T]>, want: Option<&[T]>, ok: impl Fn(&T, &T) -> bool) -> usize {
-    let (g, w) = (got.unwrap(), want.unwrap());
-    assert_eq!(g.len(), w.len());
-    g.iter().zip(w).filter(|(a, b)| !ok(a, b)).count()
 }
 
 /// Run `epochs` on the CPU backend and on `target` with the same settings;

@@ -18,6 +18,7 @@ pub(crate) fn sample_dir() -> PathBuf {
 
 pub(crate) mod harness;
 pub(crate) mod shards;
+pub(crate) mod tolerance;
 pub(crate) use harness::{NotRun, Outcome, serial_tests, tests};
 
 /// The shared test corpus: `$GPUFEED_CORPUS`, else `../shared/testdata`
