@@ -39,10 +39,12 @@
 #                    links, so that an epoch outlasts start-up (at 5000 on
 #                    an H200, 2026-11-26, steady epochs lasted 0.4 s and
 #                    two of one run differed by 45 %)
+#   FULL_IMAGES      the same for photos/full (default 5000)
 #
 # Every step has its own time limit (a hang costs that step, not the run);
 # summary.txt lists each step's exit status and time. Back on the build
 # machine, scripts/gpu-report.py LOGS digests the logs into one screen.
+# scripts/gpu-dry-run.sh (in CI) runs every phase over stub binaries.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
@@ -148,12 +150,13 @@ grow_data() {
   [ -n "$bench_data" ] || bench_data=$(grow "$data" "${BENCH_IMAGES:-20000}" "$logs/bench-data")
 }
 # photos/full (issue 20's second set; gpu-bundle.sh --full), repeated to
-# 5,000 files: larger photos, so fewer make an epoch that outlasts start-up.
+# FULL_IMAGES (default 5,000) files: larger photos, so fewer make an epoch
+# that outlasts start-up.
 full_data=
 grow_full() {
   local dir=${GPUFEED_CORPUS:-/nonexistent}/photos/full
   [ -d "$dir" ] || return 1
-  [ -n "$full_data" ] || full_data=$(grow "$dir" 5000 "$logs/bench-data-full")
+  [ -n "$full_data" ] || full_data=$(grow "$dir" "${FULL_IMAGES:-5000}" "$logs/bench-data-full")
 }
 # The Python wheel (gpu-bundle.sh --wheel), unzipped onto PYTHONPATH: the
 # GPU box has no package index to install from.

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The GPU runner (scripts/run-gpu-tests.sh) run dry, without a GPU: every
+# phase over a bundle of stub binaries that log their arguments and
+# succeed, with nvidia-smi, compute-sanitizer and the runner's Python
+# scripts stubbed too. A lease is 15 minutes of device time and comes
+# rarely, so what would otherwise show only there fails here instead:
+#
+# * a variable unset under the runner's `set -u`, which ends the runner,
+#   and with it the lease's call, at once;
+# * a function or command that does not exist;
+# * a `$bin/NAME` that scripts/gpu-bundle.sh does not put in the bundle;
+# * a phase that does not reach its end, or a step that fails with every
+#   binary succeeding.
+#
+#   scripts/gpu-dry-run.sh [PHASE...]    (default: every phase; CI runs it)
+#
+# Uses the shared corpus ($GPUFEED_CORPUS, else ../shared/testdata) where
+# there is one, as the bundle's would be. The GPU's own answers are not
+# simulated: only the runner's shell logic is checked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runner=scripts/run-gpu-tests.sh
+phases=("$@")
+if [ ${#phases[@]} -eq 0 ]; then
+  # The phases the runner's argument loop names.
+  read -ra phases < <(sed -n 's/^ *\(quick | lease[a-z |]*\)) phases+=.*/\1/p' "$runner" | tr -d '|')
+fi
+[ ${#phases[@]} -gt 0 ] || { echo "no phases found in $runner" >&2; exit 1; }
+
+# What the bundle holds, read from scripts/gpu-bundle.sh: the CLI, the
+# unit tests (lib), each `--test NAME` as test-NAME, what copy_test and
+# `cp ... "$out/bin/"` put there, and the CUPTI tracer.
+bundle=scripts/gpu-bundle.sh
+mapfile -t made < <(
+  {
+    echo gpufeed
+    echo unit-gpufeed
+    grep -o -- '--test [a-z_]*' "$bundle" | sed 's/--test /test-/'
+    grep -o 'copy_test [a-z_]* "$out/bin/[^"]*"' "$bundle" | sed 's#.*/bin/##; s#"##'
+    grep -o 'cp target/release/[^ ]* "$out/bin/"' "$bundle" | sed 's#cp target/release/\([^ ]*\) .*#\1#; s#.*/##'
+    echo libgpufeed_cupti.so
+  } | sort -u
+)
+fail=0
+while read -r name; do
+  if ! printf '%s\n' "${made[@]}" | grep -qx "$name"; then
+    echo "FAIL: $runner runs \$bin/$name, which $bundle does not build"
+    fail=1
+  fi
+done < <(grep -o '\$bin/[A-Za-z0-9_.-]*' "$runner" | sed 's#\$bin/##' | sort -u)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export DRY_LOG=$tmp/calls.log
+mkdir -p "$tmp/gpu/bin" "$tmp/gpu/wheel" "$tmp/path"
+cp "$runner" "$tmp/gpu/"
+for name in "${made[@]}"; do
+  cat >"$tmp/gpu/bin/$name" <<'EOF'
+#!/usr/bin/env bash
+echo "$(basename "$0") $*" >>"$DRY_LOG"
+# The CUPTI steps go on only where the tracer wrote its summary.
+if [ -n "${GPUFEED_CUPTI_OUT:-}" ]; then : >"$GPUFEED_CUPTI_OUT.txt"; fi
+exit 0
+EOF
+  chmod +x "$tmp/gpu/bin/$name"
+done
+echo "0000000 dry run" >"$tmp/gpu/COMMIT"
+# A wheel to unzip (unpack_wheel).
+echo "# dry run" >"$tmp/gpufeed.py"
+python3 -m zipfile -c "$tmp/gpu/wheel/gpufeed-0-cp38-abi3-linux_x86_64.whl" "$tmp/gpufeed.py"
+# The GPU box's tools: nvidia-smi (dmon runs until killed) and
+# compute-sanitizer; python3 runs `-c` and `-m` (the runner's own uses:
+# the CUDA libraries' folders, unzipping the wheel) and stubs the
+# scripts (torch, DALI and the trace pictures are not here).
+real_python=$(command -v python3)
+cat >"$tmp/path/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+echo "nvidia-smi $*" >>"$DRY_LOG"
+if [ "${1:-}" = dmon ]; then exec sleep 600; fi
+echo "name, driver_version"
+EOF
+cat >"$tmp/path/compute-sanitizer" <<'EOF'
+#!/usr/bin/env bash
+echo "compute-sanitizer $*" >>"$DRY_LOG"
+EOF
+cat >"$tmp/path/python3" <<EOF
+#!/usr/bin/env bash
+case \${1:-} in -c | -m) exec "$real_python" "\$@" ;; esac
+echo "python3 \$*" >>"\$DRY_LOG"
+EOF
+chmod +x "$tmp/path"/*
+
+corpus=${GPUFEED_CORPUS:-../shared/testdata}
+[ -f "$corpus/MANIFEST.tsv" ] || corpus=
+for phase in "${phases[@]}"; do
+  logs=$tmp/logs-$phase
+  out=$tmp/out-$phase.txt
+  rc=0
+  # dali-install joins DALI's parts, which only a lease carries; peers
+  # runs benches/peers/compare.sh, a script of its own, which would build
+  # the CLI in release here.
+  env PATH="$tmp/path:$PATH" OUT_LOGS="$logs" BENCH_IMAGES=200 FULL_IMAGES=200 \
+    GPU_SKIP="dali-install peers" \
+    ${corpus:+GPUFEED_CORPUS="$corpus"} LOGS_TAR="$tmp/logs-$phase.tgz" \
+    "$tmp/gpu/run-gpu-tests.sh" "$phase" >"$out" 2>&1 || rc=$?
+  steps=$(grep -cE '^-- .* (ok |skipped \(GPU_SKIP\))' "$logs/summary.txt" 2>/dev/null || true)
+  bad=$(grep -E 'unbound variable|command not found|No such file|syntax error|FAILED|TIMED OUT' "$out" || true)
+  if [ "$rc" -ne 0 ] || [ -n "$bad" ] || ! grep -q '^logs: ' "$out" || [ "$steps" -eq 0 ] \
+    || [ ! -s "$tmp/logs-$phase.tgz" ]; then
+    echo "FAIL: phase $phase (exit $rc, $steps steps ok or skipped)"
+    sed 's/^/    /' "$out" | tail -20
+    fail=1
+  else
+    echo "ok: phase $phase, $steps steps"
+  fi
+done
+exit $fail
