@@ -10,7 +10,8 @@
 # * a function or command that does not exist;
 # * a `$bin/NAME` that scripts/gpu-bundle.sh does not put in the bundle;
 # * a phase that does not reach its end, or a step that fails with every
-#   binary succeeding.
+#   binary succeeding;
+# * scripts/gpu-report.py failing on what a phase leaves.
 #
 #   scripts/gpu-dry-run.sh [PHASE...]    (default: every phase; CI runs it)
 #
@@ -109,6 +110,11 @@ for phase in "${phases[@]}"; do
     || [ ! -s "$tmp/logs-$phase.tgz" ]; then
     echo "FAIL: phase $phase (exit $rc, $steps steps ok or skipped)"
     sed 's/^/    /' "$out" | tail -20
+    fail=1
+  elif ! "$real_python" scripts/gpu-report.py "$logs" >"$tmp/report-$phase.txt" 2>&1; then
+    # The report back here must read whatever a phase leaves.
+    echo "FAIL: scripts/gpu-report.py on phase $phase's logs"
+    tail -5 "$tmp/report-$phase.txt" | sed 's/^/    /'
     fail=1
   else
     echo "ok: phase $phase, $steps steps"
