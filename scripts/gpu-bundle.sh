@@ -134,6 +134,7 @@ strip "$out"/bin/* 2>/dev/null || true
 benches/cupti/build.sh "$out/bin" >/dev/null
 
 cp scripts/run-gpu-tests.sh "$out/"
+cp scripts/gpu-steps.sh "$out/"
 chmod +x "$out/run-gpu-tests.sh"
 # The commit the binaries were built from, "+dirty" with uncommitted
 # changes: the runner copies it into the logs, so that a result names

@@ -42,19 +42,23 @@ mapfile -t made < <(
     echo libgpufeed_cupti.so
   } | sort -u
 )
+# The scripts the bundle carries, as gpu-bundle.sh copies them.
+mapfile -t carried < <(grep -o 'cp scripts/[^ ]* "$out/"' "$bundle" | sed 's#cp \([^ ]*\) .*#\1#')
+[ ${#carried[@]} -gt 0 ] || { echo "FAIL: no scripts copied by $bundle found" >&2; exit 1; }
 fail=0
 while read -r name; do
   if ! printf '%s\n' "${made[@]}" | grep -qx "$name"; then
-    echo "FAIL: $runner runs \$bin/$name, which $bundle does not build"
+    echo "FAIL: the runner runs \$bin/$name, which $bundle does not build"
     fail=1
   fi
-done < <(grep -o '\$bin/[A-Za-z0-9_.-]*' "$runner" | sed 's#\$bin/##' | sort -u)
+done < <(cat "${carried[@]}" | grep -o '\$bin/[A-Za-z0-9_.-]*' | sed 's#\$bin/##' | sort -u)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export DRY_LOG=$tmp/calls.log
 mkdir -p "$tmp/gpu/bin" "$tmp/gpu/wheel" "$tmp/path"
-cp "$runner" "$tmp/gpu/"
+cp "${carried[@]}" "$tmp/gpu/"
+[ -x "$tmp/gpu/run-gpu-tests.sh" ] || { echo "FAIL: $bundle does not copy $runner"; exit 1; }
 for name in "${made[@]}"; do
   cat >"$tmp/gpu/bin/$name" <<'EOF'
 #!/usr/bin/env bash
