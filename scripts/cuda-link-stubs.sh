@@ -10,8 +10,9 @@
 # writes CUDA_ROOT/lib64/stubs, one of the folders cudarc's build script
 # gives the linker, so no RUSTFLAGS change (and no rebuild) is needed. The
 # symbols are what the already-built rlibs in TARGET_DIR (cudarc,
-# candle-core, gpufeed; `cargo build --lib --features candle-cuda` makes
-# them without linking) leave undefined, assigned to libraries by prefix;
+# candle-core, gpufeed; `cargo build --keep-going --features candle-cuda
+# --test candle_cuda` makes them, its links failing until the stubs exist)
+# leave undefined, assigned to libraries by prefix;
 # each stub library has the real one's SONAME, so a binary linked against
 # the stubs runs against the real libraries where they are (a GPU machine's
 # driver and toolkit).
