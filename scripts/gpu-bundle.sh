@@ -52,6 +52,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+# What the binaries are built from: HEAD and the built files' changes
+# against it, read again at the end (COMMIT below).
+built=(src kernels tests examples benches/cupti build.rs Cargo.toml Cargo.lock python/src python/Cargo.toml)
+source_state() { git rev-parse HEAD; git diff HEAD -- "${built[@]}" | sha256sum; }
+state0=$(source_state)
 # What a fresh checkout lacks (session 37 lost a build to it): cmake and
 # nasm for the turbojpeg build of the progressive test, maturin for the
 # wheel; installed as CI installs them (.ci/run).
@@ -143,9 +148,17 @@ cp scripts/gpu-steps.sh "$out/"
 chmod +x "$out/run-gpu-tests.sh"
 # The commit the binaries were built from, "+dirty" with uncommitted
 # changes: the runner copies it into the logs, so that a result names
-# the code that gave it (issue 20's table is per commit).
-{ git rev-parse HEAD; git diff --quiet HEAD -- src kernels tests build.rs Cargo.toml || echo "+dirty"; } |
-  paste -sd' ' >"$out/COMMIT"
+# the code that gave it (issue 20's table is per commit). A commit or an
+# edit during the build (session 47 committed during one) leaves the
+# binaries of no one commit: "+changed-during-build".
+{
+  git rev-parse HEAD
+  git diff --quiet HEAD -- "${built[@]}" || echo "+dirty"
+  [ "$(source_state)" = "$state0" ] || echo "+changed-during-build"
+} | paste -sd' ' >"$out/COMMIT"
+if grep -q changed-during-build "$out/COMMIT"; then
+  echo "warning: the sources changed during the build; COMMIT says so" >&2
+fi
 
 # A corpus that fits a 64 MiB transfer beside the binaries (~34 MB):
 # tricky/ without its reference PNGs, the 10 MB MPO and the 9 MB
