@@ -11,7 +11,9 @@
 # * a `$bin/NAME` that scripts/gpu-bundle.sh does not put in the bundle;
 # * a phase that does not reach its end, or a step that fails with every
 #   binary succeeding;
-# * scripts/gpu-report.py failing on what a phase leaves.
+# * scripts/gpu-report.py failing on what a phase leaves, or deciding no
+#   default from the lease phase's runs and tests (the rule of
+#   docs/RELIABILITY.md, "The next lease", reads them by step name).
 #
 #   scripts/gpu-dry-run.sh [PHASE...]    (default: every phase; CI runs it)
 #
@@ -63,6 +65,9 @@ for name in "${made[@]}"; do
   cat >"$tmp/gpu/bin/$name" <<'EOF'
 #!/usr/bin/env bash
 echo "$(basename "$0") $*" >>"$DRY_LOG"
+# A bench's JSON, so that the report reads rows (and the default's rule
+# finds the runs it names).
+case " $* " in *" bench "*" --json "*) echo '{"img_per_s": 1000.0, "cpu_s_per_1000_images": 0.2}' ;; esac
 # The CUPTI steps go on only where the tracer wrote its summary.
 if [ -n "${GPUFEED_CUPTI_OUT:-}" ]; then : >"$GPUFEED_CUPTI_OUT.txt"; fi
 exit 0
@@ -119,6 +124,12 @@ for phase in "${phases[@]}"; do
     # The report back here must read whatever a phase leaves.
     echo "FAIL: scripts/gpu-report.py on phase $phase's logs"
     tail -5 "$tmp/report-$phase.txt" | sed 's/^/    /'
+    fail=1
+  elif [ "$phase" = lease ] && ! grep -q '^  => ' "$tmp/report-$phase.txt"; then
+    # The rule that picks the default reads the lease's runs and tests by
+    # their step names: a renamed step would leave it undecided.
+    echo "FAIL: scripts/gpu-report.py decides no default from phase lease's logs"
+    grep -A4 'the default, by' "$tmp/report-$phase.txt" | sed 's/^/    /'
     fail=1
   else
     echo "ok: phase $phase, $steps steps"

@@ -108,6 +108,67 @@ def targets(named):
         print("\n".join(out))
 
 
+def verdicts(logs):
+    """Each step's verdict from the runner's summary.txt files: `ok`,
+    `FAILED (rc N)`, `TIMED OUT after Ns` or `skipped (why)`."""
+    out = {}
+    for path in glob.glob(os.path.join(logs, "**", "summary.txt"), recursive=True):
+        for line in open(path, errors="replace"):
+            if not line.startswith("-- "):
+                continue
+            rest = line[3:].strip()
+            if ": skipped" in rest:
+                name, why = rest.split(":", 1)
+                out[name.strip()] = why.strip()
+                continue
+            parts = rest.split()
+            if len(parts) >= 3 and parts[-1].endswith("s"):
+                out[parts[0]] = " ".join(parts[1:-1])
+    return out
+
+
+# The candidate default's GPU tests (docs/RELIABILITY.md, "The next
+# lease"), and its runs against the default's.
+RULE_TESTS = ("progressive", "kernel-routes", "device-stage-sequential")
+RULE_RUNS = ("bench-cuda", "bench-cuda-sequential", "bench-cuda-full",
+             "bench-cuda-full-sequential-SPLIT_ROUNDS-16")
+RULE_FALLBACK = "bench-cuda-full-sequential-SEQUENTIAL_MAX_PIXELS-1000000"
+
+
+def default_rule(runs, verdict):
+    """The rule written before the lease (docs/RELIABILITY.md, "The next
+    lease") applied to this call's rows: which default the numbers
+    choose. Lines to print."""
+    missing = [n for n in RULE_RUNS if n not in runs]
+    if missing:
+        return [f"  undecided: no run {', '.join(missing)}"]
+    img = {n: runs[n]["img_per_s"] for n in RULE_RUNS}
+    fast = img["bench-cuda-sequential"] >= 1.1 * img["bench-cuda"]
+    full = img["bench-cuda-full-sequential-SPLIT_ROUNDS-16"] >= 0.9 * img["bench-cuda-full"]
+    fallback = runs.get(RULE_FALLBACK)
+    full_fb = fallback is not None and fallback["img_per_s"] >= 0.9 * img["bench-cuda-full"]
+    tests = {t: verdict.get(t, "not run") for t in RULE_TESTS}
+    out = [
+        f"  imagenet-size: candidate {img['bench-cuda-sequential']:,.0f} against the default's "
+        f"{img['bench-cuda']:,.0f} ({img['bench-cuda-sequential'] / max(img['bench-cuda'], 1e-9):.2f}x; "
+        f"1.1x: {'met' if fast else 'not met'})",
+        f"  photos/full: candidate {img['bench-cuda-full-sequential-SPLIT_ROUNDS-16']:,.0f}, with the 1 MP "
+        f"fallback {fallback['img_per_s'] if fallback else float('nan'):,.0f}, against the default's "
+        f"{img['bench-cuda-full']:,.0f} (0.9x: {'met' if full else 'not met'}, with the fallback "
+        f"{'met' if full_fb else 'not met'})",
+        "  tests: " + ", ".join(f"{t} {v}" for t, v in tests.items()),
+    ]
+    if any(v != "ok" for v in tests.values()):
+        out.append("  => the engine's route stays the default (a candidate test did not pass)")
+    elif fast and full:
+        out.append("  => the candidate becomes the default (sequential_kernels, share 0, 6 in flight)")
+    elif fast and full_fb:
+        out.append("  => the candidate with sequential_kernels_max_pixels 1,000,000 becomes the default")
+    else:
+        out.append("  => the engine's route stays the default")
+    return out
+
+
 def main():
     logs = sys.argv[1] if len(sys.argv) > 1 else "gpu-logs"
     commit = os.path.join(logs, "COMMIT")
@@ -131,6 +192,9 @@ def main():
             named.append((name, r))
             print(row(name, r))
     targets(named)
+    if any(n in dict(named) for n in RULE_RUNS[1:]):
+        print("\n== the default, by the rule written before the lease")
+        print("\n".join(default_rule(dict(named), verdicts(logs))))
     for f in sorted(glob.glob(os.path.join(logs, "cupti-share-*.txt"))):
         print(f"\n== {os.path.basename(f)}: each thread group's share in CUDA calls, top 5 calls")
         left = 0
