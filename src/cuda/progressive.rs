@@ -7,8 +7,7 @@
 //! for bit. `pixels.rs` makes pixels of them; `prog_batch.rs` runs many
 //! files at once.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::jpeg_desc::{GfChain, GfCoefs, GfHuff, GfScan, GfSplit, SYNC_BYTES};
@@ -42,9 +41,11 @@ pub(crate) struct Launch {
     pub(crate) tables: Vec<GfHuff>,
     /// How many chains each file pushed has, in order.
     pub(crate) chains_of: Vec<usize>,
-    /// `tables` by [`table_key`]: the first table of each key. The key is
-    /// a hash already, so the map takes it as it is ([`KeyHasher`]).
-    keys: HashMap<u64, u16, BuildHasherDefault<KeyHasher>>,
+    /// `tables` by [`table_key`]: the first table of each key. Ordered,
+    /// not hashed: a `HashMap`'s SipHash is seeded per process, so its
+    /// probing, and the branches a fuzzer counts, differed from run to run
+    /// (docs/RELIABILITY.md); a batch has some 100 distinct tables.
+    keys: BTreeMap<u64, u16>,
     /// Where the last file's tables are in `tables`: a batch's files
     /// mostly have the tables of the one before, found so without a hash.
     last: Vec<u16>,
@@ -63,34 +64,6 @@ fn table_key(t: &Folded) -> u64 {
         mix(u64::from_le_bytes(w.try_into().expect("8 bytes")));
     }
     h
-}
-
-/// A [`table_key`] as its own hash. std's default hasher seeds SipHash
-/// per process, so the map's probing, and with it the branches a fuzzer
-/// counts, differed from run to run although the launch did not: the
-/// progressive fuzz target's coverage varied between runs (session 45,
-/// docs/RELIABILITY.md). A multiply mixes a key's high bits best, and
-/// the map picks buckets by the low ones, so `finish` rotates the high
-/// bits down (as rustc-hash 2 does).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0.rotate_left(26)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64` keys are hashed here (`write_u64`); any other bytes
-        // are folded in, so the hasher stays a hasher.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
-    }
 }
 
 fn same(g: &GfHuff, t: &Folded) -> bool {
