@@ -230,8 +230,9 @@ __device__ __forceinline__ void gf_chain_end(const GfChainBlock& sh, unsigned in
 // warps, else warp 0 decodes them in turn; the other lanes only keep the
 // block's barriers. status[i] gets chain i's GF_SCAN_* code. It must hold
 // 0 before, or what the split kernels left there: GF_SCAN_SPLIT (they
-// decoded the chain) or a fault they met; 0 on a split chain means they
-// did not synchronise, and this block decodes it.
+// decoded the chain) or a fault they met; 0 on a split chain means its
+// split decode faulted or fell short of the scan, and this block decodes
+// it.
 extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
                                           const GfScan* __restrict__ scans, unsigned int n_scans,
                                           const GfHuff* __restrict__ tables, unsigned int n_tables,
@@ -260,13 +261,20 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
 //    resynchronise: a few symbols in, the guess usually decodes what the
 //    true decode would, and the state where it stops is the true one.
 // 2. gf_split_round, `rounds` times: each thread whose predecessor's end
-//    state is not where it started decodes again from there.
-// 3. gf_split_check, per chain: every subsequence started where the one
-//    before it ended (so, by induction from the scan's first bit, every
-//    start is the true one: nothing here is probabilistic) and the blocks
-//    begun cover the scan; then the block index and DC prediction at each
-//    subsequence's start (prefix sums). Otherwise the chain keeps status 0
-//    and gf_progressive decodes it alone.
+//    state is not where it started decodes again from there. The rounds
+//    are what runs in parallel; what they leave out of step, step 3 mends
+//    one subsequence after another (before session 48 such a chain went
+//    whole to one thread: a megapixel photo's scan, hundreds of ms, and a
+//    batch waits for its slowest chain).
+// 3. gf_split_check, per chain, in order: a subsequence that did not start
+//    where the one before it ended is decoded again from there (the
+//    rounds left it out of step), so that every start is the true one, by
+//    induction from the scan's first bit: nothing here is probabilistic.
+//    Then, if the blocks begun cover the scan, the block index and DC
+//    prediction at each subsequence's start (prefix sums). A chain whose
+//    decode faulted before its last subsequence, or that does not cover
+//    its scan, keeps status 0, and gf_progressive decodes it alone and
+//    reports the fault.
 // 4. gf_split_write: each subsequence again, from its true start, writing
 //    its coefficients; a fault in a block of the scan is the chain's status.
 //
@@ -434,6 +442,14 @@ struct GfSub {
     unsigned int total, j, stop;
 };
 
+// Where subsequence j of a chain's subs stops. The last one runs on past
+// the segment's end, as one thread would (into zero bits: an overrun if a
+// block of the scan needs them).
+__device__ __forceinline__ unsigned int gf_split_stop(const GfSplit& p, unsigned int j,
+                                                      unsigned int subs) {
+    return j + 1 == subs ? 0xFFFFFFFFu : (j + 1) * p.sub_bytes * 8;
+}
+
 __device__ __forceinline__ bool gf_split_sub(const GfSplit& p, unsigned int t, GfSub& q) {
     const unsigned int c = gf_split_chain(p, t);
     if (c >= p.n || p.sub_bytes == 0) return false;
@@ -444,9 +460,7 @@ __device__ __forceinline__ bool gf_split_sub(const GfSplit& p, unsigned int t, G
     const unsigned int subs = (q.s->length + p.sub_bytes - 1) / p.sub_bytes;
     if (first[c + 1] - first[c] != subs) return false;
     q.j = t - first[c];
-    // The last one runs on past the segment's end, as one thread would
-    // (into zero bits: an overrun if a block of the scan needs them).
-    q.stop = q.j + 1 == subs ? 0xFFFFFFFFu : (q.j + 1) * p.sub_bytes * 8;
+    q.stop = gf_split_stop(p, q.j, subs);
     return true;
 }
 
@@ -492,9 +506,9 @@ extern "C" __global__ void gf_split_round(GfSplit p, unsigned int round) {
                         q.total, out[t]);
 }
 
-// Step 3, one thread per chain: whether its subsequences (buffer
-// rounds % 2) chain up and cover the scan; if so their bases, and
-// status GF_SCAN_SPLIT.
+// Step 3, one thread per chain: its subsequences (buffer rounds % 2)
+// chained up, those out of step decoded again from their predecessor's
+// end; if they cover the scan, their bases, and status GF_SCAN_SPLIT.
 extern "C" __global__ void gf_split_check(GfSplit p) {
     const unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= p.n) return;
@@ -503,9 +517,17 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
     GfSub q;
     if (!gf_split_sub(p, first[c], q) || q.ch != (const GfChain*)p.chains + c) return;
     GfSync* r = (GfSync*)p.sync + (size_t)(p.rounds & 1) * p.n_subs;
+    const unsigned int subs = first[c + 1] - first[c];
     unsigned int base = 0, dc[4] = {0, 0, 0, 0};
     for (unsigned int t = first[c]; t < first[c + 1]; ++t) {
-        if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to)) return;
+        if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to)) {
+            // A fault on the true path (or in junk past the scan's last
+            // block): one thread decodes the chain and says which.
+            if (!r[t - 1].to.ok) return;
+            r[t].from = r[t - 1].to;
+            gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, r[t].from,
+                                gf_split_stop(p, t - first[c], subs), q.total, r[t]);
+        }
         r[t].base = base;
         for (int i = 0; i < 4; ++i) r[t].dc_base[i] = (int)dc[i];
         base += r[t].blocks;

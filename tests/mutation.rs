@@ -337,26 +337,30 @@ fn sequential_scans_survive_mutations() {
 
 /// The split kernels (kernels/progressive.cu, "Split decoding") against
 /// one thread per image on the same mutated sequential files, in
-/// subsequences of 64 bytes, where guesses resynchronise least: whatever
-/// the bytes, splitting changes no outcome. Where one thread decodes a
-/// file without a fault, so does the split decode, to the same
-/// coefficients; where one thread faults, the split decode faults too.
+/// subsequences of 64 bytes, where guesses resynchronise least, after 0,
+/// 3 or 16 rounds in turn (what the rounds leave out of step, the check
+/// decodes again: with none, every wrong guess): whatever the bytes,
+/// splitting changes no outcome. Where one thread decodes a file without
+/// a fault, so does the split decode, to the same coefficients; where one
+/// thread faults, the split decode faults too.
 #[cfg(feature = "kernel-emu")]
 #[test]
 fn split_decoding_equals_one_thread_under_mutation() {
-    use gpufeed::cuda::progressive::emu_coefficients_split;
+    use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
     use gpufeed::jpeg::SofKind;
     use std::cell::Cell;
     let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
-    let (split, synced) = (Cell::new(0u32), Cell::new(0u32));
+    let (n, counted) = (Cell::new(0usize), Cell::new(SplitCount::default()));
     let path = Path::new("mutated.jpg");
     run_on("split", count(10_000), sequential, |b| {
-        let Ok((one, _)) = emu_coefficients_split(path, b, 1 << 22, 0) else {
+        let Ok((one, _)) = emu_coefficients_split(path, b, 1 << 22, (0, 0)) else {
             return false;
         };
-        let (many, n) = emu_coefficients_split(path, b, 1 << 22, 64).expect("planned once");
-        split.set(split.get() + n.split);
-        synced.set(synced.get() + n.synced);
+        let rounds = [0, 3, 16][n.get() % 3];
+        n.set(n.get() + 1);
+        let (many, c) =
+            emu_coefficients_split(path, b, 1 << 22, (64, rounds)).expect("planned once");
+        counted.set(counted.get().merge(c));
         let ok = |s: &[u32]| s.iter().all(|&s| s == 0);
         assert_eq!(
             ok(&one.status),
@@ -370,10 +374,11 @@ fn split_decoding_equals_one_thread_under_mutation() {
         }
         ok(&one.status)
     });
+    let c = counted.get();
     println!(
-        "split: {} of {} split chains synchronised",
-        synced.get(),
-        split.get()
+        "split: {} of {} split chains decoded split; the check decoded {} subsequences again, \
+         at most {} in one chain",
+        c.synced, c.split, c.redone, c.redone_most
     );
-    assert!(synced.get() > 0);
+    assert!(c.synced > 0 && c.redone > 0);
 }

@@ -25,7 +25,7 @@ unsafe extern "C" {
         n_tables: u32,
         status: *mut u32,
     );
-    fn gf_emu_split(p: GfSplit);
+    fn gf_emu_split(p: GfSplit, redone: *mut u32);
     fn gf_emu_idct(planes: *const GfPlane, n: u32, blocks: u32);
     fn gf_emu_color(images: *const GfColor, n: u32);
     fn gf_emu_photo(
@@ -89,7 +89,9 @@ pub(crate) unsafe fn progressive(
 }
 
 /// Run the split kernels' four steps (kernels/progressive.cu) for `p`,
-/// which must be followed by [`progressive`] over the same chains.
+/// which must be followed by [`progressive`] over the same chains: for
+/// each chain, how many of its subsequences `gf_split_check` decoded again
+/// (the rounds had left them out of step).
 ///
 /// # Safety
 ///
@@ -98,9 +100,12 @@ pub(crate) unsafe fn progressive(
 /// `n_subs`, `2 * n_subs` writable `GfSync` records (`SYNC_BYTES` each,
 /// 4-aligned) and `n` statuses, each 0; the chains' own addresses as for
 /// [`progressive`].
-pub(crate) unsafe fn split(p: GfSplit) {
-    // SAFETY: the caller's contract (# Safety).
-    unsafe { gf_emu_split(p) }
+pub(crate) unsafe fn split(p: GfSplit) -> Vec<u32> {
+    let mut redone = vec![0u32; p.n as usize];
+    // SAFETY: the caller's contract (# Safety); `redone` holds the `n`
+    // counts the harness writes.
+    unsafe { gf_emu_split(p, redone.as_mut_ptr()) };
+    redone
 }
 
 /// Run `gf_idct` (kernels/pixels.cu) over `blocks` blocks of `planes`.

@@ -16,7 +16,7 @@ use super::launch::{AugmentKernels, ProgressiveKernels};
 use super::pixels::{Rgb, color, planes};
 use super::progressive::{
     Launch, per_file, planned_all, queue_split, scan_config, scan_pipeline, split_bytes,
-    split_params, sync_bytes, unpermute,
+    split_params, split_rounds, sync_bytes, unpermute,
 };
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
@@ -449,7 +449,7 @@ impl Buffers {
                 status,
             ),
             (p.chains, p.scans, p.tables, p.subs),
-            self.sub_bytes,
+            (self.sub_bytes, split_rounds()),
         );
         queue_split(&s, &self.kernels.split, &split)?;
         let mut b = s.launch_builder(&self.kernels.scans);
@@ -601,7 +601,8 @@ pub fn emu_rgb_batch(
     // `images` (width * height * 3 bytes each at width * 3 a row), all
     // alive and untouched by anything else during these synchronous calls.
     let status = unsafe {
-        let (status, _) = super::progressive::emu_kernels(&l.launch, split_bytes());
+        let (status, _) =
+            super::progressive::emu_kernels(&l.launch, (split_bytes(), split_rounds()));
         super::emu::idct(&l.planes, l.blocks);
         super::emu::color(&l.colors);
         status

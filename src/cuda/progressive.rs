@@ -220,25 +220,27 @@ pub(crate) fn split_bytes() -> u32 {
 }
 
 /// Rounds of `gf_split_round`: a guess that had not resynchronised by
-/// its subsequence's end costs two, the next one too; a chain still out
-/// of step after the last round decodes on one thread (`gf_progressive`),
-/// seconds of GPU time for a megapixel photo. A round in which nothing
-/// changes copies each record once. On the emulated device
-/// (tests/progressive.rs, `emu_split_scans_equal_libjpeg_turbo`, the 288
-/// sequential photos of imagenet-size and full): at 1024 bytes 8 rounds
-/// synchronised all of them (3 left 7 of full's to one thread); at 256
-/// bytes 8 rounds left 8 to one thread, 16 none. At 256 bytes with 8
-/// rounds `photos/full` ran at 756 img/s through the pipeline on an H200
-/// (4bbffad), against 5,860 at the default route: a batch waits for its
-/// slowest chain.
+/// its subsequence's end costs two, the next one too. What is still out
+/// of step after the last round, `gf_split_check` decodes again one
+/// subsequence after another, on the chain's one thread; until session 48
+/// such a chain went whole to one thread (`gf_progressive`), seconds of
+/// GPU time for a megapixel photo: at 256 bytes and 8 rounds that left 8
+/// of the 288 sequential photos of imagenet-size and full to one thread
+/// on the emulated device, and `photos/full` ran at 756 img/s through the
+/// pipeline on an H200 (4bbffad) against 5,860 at the default route, a
+/// batch waiting for its slowest chain. A round in which nothing changes
+/// copies each record once. How many subsequences the check redoes at
+/// each count of rounds: tests/progressive.rs,
+/// `emu_split_scans_equal_libjpeg_turbo`.
 pub(crate) const SPLIT_ROUNDS: u32 = 16;
 
-/// [`SPLIT_ROUNDS`], or `GPUFEED_SPLIT_ROUNDS` (1 to 256): a diagnostic.
+/// [`SPLIT_ROUNDS`], or `GPUFEED_SPLIT_ROUNDS` (0 to 256; 0: the check
+/// alone): a diagnostic.
 pub(crate) fn split_rounds() -> u32 {
     std::env::var("GPUFEED_SPLIT_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .filter(|r: &u32| (1..=256).contains(r))
+        .filter(|r: &u32| *r <= 256)
         .unwrap_or(SPLIT_ROUNDS)
 }
 
@@ -270,11 +272,12 @@ impl Launch {
 
 /// The split kernels' parameters for a launch of `n` chains, `n_scans`
 /// scans and `n_tables` tables at these device (or, emulated, host)
-/// addresses, its subsequences as `sub_first` (from [`Launch::split`]).
+/// addresses, its subsequences of `sub_bytes` as `sub_first` (from
+/// [`Launch::split`]), and `rounds` of `gf_split_round` ([`split_rounds`]).
 pub(crate) fn split_params(
     (chains, scans, tables, sub_first, sync, status): (u64, u64, u64, u64, u64, u64),
     (n, n_scans, n_tables, n_subs): (u32, u32, u32, u32),
-    sub_bytes: u32,
+    (sub_bytes, rounds): (u32, u32),
 ) -> GfSplit {
     GfSplit {
         chains,
@@ -288,7 +291,7 @@ pub(crate) fn split_params(
         n_tables,
         n_subs,
         sub_bytes,
-        rounds: split_rounds(),
+        rounds,
     }
 }
 
@@ -439,29 +442,48 @@ pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
     })
 }
 
-/// How the split kernels fared on one file: chains they split, and of
-/// those, chains whose subsequences synchronised (the rest went to one
-/// thread each).
+/// How the split kernels fared on one file: chains they split, of
+/// those, chains they decoded (the rest went to one thread each), and
+/// the subsequences that `gf_split_check` decoded again one after another
+/// because the rounds had left them out of step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SplitCount {
     /// Chains split into subsequences.
     pub split: u32,
     /// Split chains the split kernels decoded (a fault they met counts).
     pub synced: u32,
+    /// Subsequences the check decoded again, over all chains.
+    pub redone: u32,
+    /// The most of them in one chain: its thread's serial work, in
+    /// subsequences.
+    pub redone_most: u32,
 }
 
-/// [`emu_coefficients`] with subsequences of `sub_bytes` (0: none split),
-/// and how the split kernels fared. Not part of the API.
+impl SplitCount {
+    /// Both counts together (`redone_most` the larger).
+    pub fn merge(self, o: SplitCount) -> SplitCount {
+        SplitCount {
+            split: self.split + o.split,
+            synced: self.synced + o.synced,
+            redone: self.redone + o.redone,
+            redone_most: self.redone_most.max(o.redone_most),
+        }
+    }
+}
+
+/// [`emu_coefficients`] with subsequences of `sub_bytes` (0: none split)
+/// and `rounds` of `gf_split_round`, and how the split kernels fared. Not
+/// part of the API.
 #[cfg(feature = "kernel-emu")]
 #[doc(hidden)]
 pub fn emu_coefficients_split(
     path: &Path,
     data: &[u8],
     max_pixels: u64,
-    sub_bytes: u32,
+    (sub_bytes, rounds): (u32, u32),
 ) -> Result<(Coefficients, SplitCount)> {
     let p = planned(path, data, max_pixels)?;
-    let (comps, status, count) = emu_scans_split(&p, data, sub_bytes);
+    let (comps, status, count) = emu_scans_split(&p, data, (sub_bytes, rounds));
     let c = Coefficients {
         width: p.width,
         height: p.height,
@@ -475,13 +497,17 @@ pub fn emu_coefficients_split(
 /// compiled for the host: each component's grid and each chain's status.
 #[cfg(feature = "kernel-emu")]
 pub(crate) fn emu_scans(p: &Plan, data: &[u8]) -> (Vec<CoefGrid>, Vec<u32>) {
-    let (comps, status, _) = emu_scans_split(p, data, split_bytes());
+    let (comps, status, _) = emu_scans_split(p, data, (split_bytes(), split_rounds()));
     (comps, status)
 }
 
 #[cfg(feature = "kernel-emu")]
-fn emu_scans_split(p: &Plan, data: &[u8], sub_bytes: u32) -> (Vec<CoefGrid>, Vec<u32>, SplitCount) {
-    let (mut files, count) = emu_launch(&[(p, data)], sub_bytes);
+fn emu_scans_split(
+    p: &Plan,
+    data: &[u8],
+    split: (u32, u32),
+) -> (Vec<CoefGrid>, Vec<u32>, SplitCount) {
+    let (mut files, count) = emu_launch(&[(p, data)], split);
     let (comps, status) = files.pop().unwrap_or_default();
     (comps, status, count)
 }
@@ -498,7 +524,7 @@ pub fn emu_coefficients_batch(
 ) -> Result<Vec<Coefficients>> {
     let (plans, bytes) = planned_all(files, max_pixels)?;
     let with: Vec<(&Plan, &[u8])> = plans.iter().zip(bytes).collect();
-    let (decoded, _) = emu_launch(&with, split_bytes());
+    let (decoded, _) = emu_launch(&with, (split_bytes(), split_rounds()));
     Ok(plans
         .iter()
         .zip(decoded)
@@ -511,9 +537,10 @@ pub fn emu_coefficients_batch(
         .collect())
 }
 
-/// The split kernels and `gf_progressive`, compiled for the host, over
-/// `l` as launched (its chains in launch order): each chain's status in
-/// that order, and how the split kernels fared.
+/// The split kernels (subsequences of `sub_bytes`, `rounds` rounds) and
+/// `gf_progressive`, compiled for the host, over `l` as launched (its
+/// chains in launch order): each chain's status in that order, and how
+/// the split kernels fared.
 ///
 /// # Safety
 ///
@@ -521,7 +548,10 @@ pub fn emu_coefficients_batch(
 /// and its components' coefficient grids (`stride * rows` blocks of 64
 /// `i16`), valid for the call and touched by nothing else meanwhile.
 #[cfg(feature = "kernel-emu")]
-pub(crate) unsafe fn emu_kernels(l: &Launch, sub_bytes: u32) -> (Vec<u32>, SplitCount) {
+pub(crate) unsafe fn emu_kernels(
+    l: &Launch,
+    (sub_bytes, rounds): (u32, u32),
+) -> (Vec<u32>, SplitCount) {
     let mut status = vec![0u32; l.chains.len()];
     let first = l.split(sub_bytes);
     let subs = *first.last().unwrap_or(&0);
@@ -541,7 +571,7 @@ pub(crate) unsafe fn emu_kernels(l: &Launch, sub_bytes: u32) -> (Vec<u32>, Split
             l.tables.len() as u32,
             subs,
         ),
-        sub_bytes,
+        (sub_bytes, rounds),
     );
     let mut count = SplitCount::default();
     if subs > 0 {
@@ -550,11 +580,13 @@ pub(crate) unsafe fn emu_kernels(l: &Launch, sub_bytes: u32) -> (Vec<u32>, Split
         // 0 to `subs`), the zeroed records (2 * subs, 4-aligned) and the
         // statuses are `l`'s and the vectors above; all outlive the
         // synchronous call, and nothing else writes them meanwhile.
-        unsafe { super::emu::split(p) };
-        for (c, &s) in first.windows(2).zip(&status) {
+        let redone = unsafe { super::emu::split(p) };
+        for ((c, &s), &r) in first.windows(2).zip(&status).zip(&redone) {
             if c[1] > c[0] {
                 count.split += 1;
                 count.synced += u32::from(s != 0);
+                count.redone += r;
+                count.redone_most = count.redone_most.max(r);
             }
         }
     }
@@ -568,7 +600,7 @@ pub(crate) unsafe fn emu_kernels(l: &Launch, sub_bytes: u32) -> (Vec<u32>, Split
 type Decoded = (Vec<CoefGrid>, Vec<u32>);
 
 #[cfg(feature = "kernel-emu")]
-fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitCount) {
+fn emu_launch(files: &[(&Plan, &[u8])], split: (u32, u32)) -> (Vec<Decoded>, SplitCount) {
     let mut all: Vec<Vec<CoefGrid>> = files.iter().map(|(p, _)| grids(p)).collect();
     let mut l = Launch::default();
     let mut pushed = Vec::with_capacity(files.len());
@@ -585,7 +617,7 @@ fn emu_launch(files: &[(&Plan, &[u8])], sub_bytes: u32) -> (Vec<Decoded>, SplitC
     // SAFETY: the chains address the files (data_len bytes each) and the
     // grids just allocated, each stride * rows blocks as the plan sized
     // them; all outlive the call, and nothing else touches them meanwhile.
-    let (status, count) = unsafe { emu_kernels(&l, sub_bytes) };
+    let (status, count) = unsafe { emu_kernels(&l, split) };
     let status = unpermute(&order, &status);
     // Each file's statuses, in push order; "descriptor out of range" for
     // one the launch refused (past its table indices).
@@ -680,7 +712,7 @@ pub(crate) fn launch_scans(
             k.address(&status),
         ),
         (n, n_scans, n_tables, subs),
-        sub_bytes,
+        (sub_bytes, split_rounds()),
     );
     queue_split(s, &pk.split, &p)?;
     let cfg = scan_config(n, l.most_scans(), scan_pipeline());

@@ -280,8 +280,10 @@ extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const 
 
 // The split kernels' four steps over their grids (one thread per
 // subsequence, or per chain for gf_split_check), each step after the last,
-// as the stream orders them on a GPU.
-extern "C" void gf_emu_split(GfSplit p) {
+// as the stream orders them on a GPU. redone[c] (n of them): how many of
+// chain c's subsequences gf_split_check decoded again, the rounds having
+// left them out of step (a start it changed).
+extern "C" void gf_emu_split(GfSplit p, unsigned int* redone) {
     blockDim.x = 32;
     blockDim.y = blockDim.z = 1;
     blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
@@ -294,7 +296,18 @@ extern "C" void gf_emu_split(GfSplit p) {
     };
     each(p.n_subs, [&] { gf_split_guess(p); });
     for (unsigned int r = 0; r < p.rounds; ++r) each(p.n_subs, [&] { gf_split_round(p, r); });
+    const GfSync* sync = (const GfSync*)p.sync + (size_t)(p.rounds & 1) * p.n_subs;
+    std::vector<GfAt> before(p.n_subs);
+    for (unsigned int t = 0; t < p.n_subs; ++t) before[t] = sync[t].from;
     each(p.n, [&] { gf_split_check(p); });
+    const unsigned int* first = (const unsigned int*)p.sub_first;
+    for (unsigned int c = 0; c < p.n; ++c) {
+        redone[c] = 0;
+        for (unsigned int t = first[c]; t < first[c + 1] && t < p.n_subs; ++t) {
+            const GfAt &a = before[t], &b = sync[t].from;
+            redone[c] += a.pos != b.pos || a.u != b.u || a.k != b.k;
+        }
+    }
     each(p.n_subs, [&] { gf_split_write(p); });
 }
 
