@@ -13,6 +13,10 @@
 #
 #   scripts/fuzz-kernels.sh [SECONDS]    (default 600)
 #
+# GPUFEED_SPLIT_ROUNDS=0 leaves the split kernels no round: their check
+# then decodes again every subsequence whose guess was wrong (at the
+# default 16 rounds the fuzzer's small files rarely leave it any).
+#
 # Needs a nightly toolchain, cargo-fuzz and clang (Debian: clang-19). The
 # corpus grows in fuzz/corpus/progressive (ignored by git), seeded from
 # ../shared/testdata/fuzz; crashes land in fuzz/artifacts/progressive.
