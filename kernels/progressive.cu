@@ -230,9 +230,9 @@ __device__ __forceinline__ void gf_chain_end(const GfChainBlock& sh, unsigned in
 // warps, else warp 0 decodes them in turn; the other lanes only keep the
 // block's barriers. status[i] gets chain i's GF_SCAN_* code. It must hold
 // 0 before, or what the split kernels left there: GF_SCAN_SPLIT (they
-// decoded the chain) or a fault they met; 0 on a split chain means its
-// split decode faulted or fell short of the scan, and this block decodes
-// it.
+// decoded the chain) or the scan's fault they met; 0 on a split chain
+// means its decode faulted and its descriptor puts blocks outside their
+// grids (gf_split_fault), and this block decodes it.
 extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, unsigned int n,
                                           const GfScan* __restrict__ scans, unsigned int n_scans,
                                           const GfHuff* __restrict__ tables, unsigned int n_tables,
@@ -271,10 +271,12 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
 //    rounds left it out of step), so that every start is the true one, by
 //    induction from the scan's first bit: nothing here is probabilistic.
 //    Then, if the blocks begun cover the scan, the block index and DC
-//    prediction at each subsequence's start (prefix sums). A chain whose
-//    decode faulted before its last subsequence, or that does not cover
-//    its scan, keeps status 0, and gf_progressive decodes it alone and
-//    reports the fault.
+//    prediction at each subsequence's start (prefix sums). Where the
+//    decode so chained faults in a block of the scan, that fault is the
+//    chain's status; where past the scan's last block, the subsequences
+//    after the fault hold nothing of the scan (gf_split_fault). Only a
+//    chain whose blocks are not all in their grids, and that faults,
+//    keeps status 0, and gf_progressive decodes it alone.
 // 4. gf_split_write: each subsequence again, from its true start, writing
 //    its coefficients; a fault in a block of the scan is the chain's status.
 //
@@ -413,7 +415,7 @@ __device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const G
     out.to.u = (unsigned char)u;
     out.to.k = (unsigned char)k;
     out.to.ok = b.status == GF_SCAN_OK && fault == GF_SCAN_OK;
-    out.to.pad = 0;
+    out.to.fault = (unsigned char)(fault != GF_SCAN_OK ? fault : b.status);
     out.blocks = blocks;
     for (int i = 0; i < 4; ++i) out.dc[i] = (int)dc[i];
     return fault;
@@ -478,7 +480,7 @@ extern "C" __global__ void gf_split_guess(GfSplit p) {
     from.pos = 0;
     from.u = from.k = 0;
     from.ok = 1;
-    from.pad = 0;
+    from.fault = GF_SCAN_OK;
     if (q.j > 0) {
         // Not the second byte of a stuffed 0xFF: that 0 is no data.
         unsigned int o = q.j * p.sub_bytes;
@@ -506,9 +508,53 @@ extern "C" __global__ void gf_split_round(GfSplit p, unsigned int round) {
                         q.total, out[t]);
 }
 
+// Whether every block of the split scan is in its component's grid, as
+// gf_scan finds them (else it stops at the first that is not, with
+// GF_SCAN_BAD_DESC, whatever the bits say).
+__device__ __forceinline__ bool gf_split_grid_ok(const GfSub& q) {
+    const GfChain& ch = *q.ch;
+    const GfScan& s = *q.s;
+    if (s.comps == 1) {
+        const GfCoefs& c = ch.comp[s.comp[0]];
+        return c.bw <= c.stride && c.bh <= c.rows;
+    }
+    for (int i = 0; i < s.comps; ++i) {
+        const GfCoefs& c = ch.comp[s.comp[i]];
+        if ((unsigned long long)ch.mcus_x * c.h > c.stride ||
+            (unsigned long long)ch.mcus_y * c.v > c.rows)
+            return false;
+    }
+    return true;
+}
+
+// The true decode faulted in subsequence t of [t, end) (its base
+// written). In a block of the scan, that fault is the chain's status, the
+// one gf_scan would report (the same bits decoded from the same state,
+// blocks in the same order, every one in its grid). Past the scan's last
+// block (junk before the marker), the scan is decoded: the subsequences
+// after t start past its blocks, and gf_split_write makes them write
+// nothing. Before session 49 one thread decoded such a chain again, only
+// to name the fault or to stop where the scan ends: a truncated megapixel
+// photo held its batch for hundreds of ms.
+__device__ __forceinline__ void gf_split_fault(const GfSub& q, GfSync* r, unsigned int t,
+                                               unsigned int end, unsigned int* status) {
+    const GfSync& f = r[t];
+    // A faulted symbol leaves k past the DC: its block is the last begun.
+    const unsigned int begun = f.base + f.blocks;
+    if (f.to.ok || f.to.k == 0 || begun == 0 || f.to.fault == GF_SCAN_OK) return;
+    if (begun - 1 < q.total) {
+        if (gf_split_grid_ok(q)) *status = f.to.fault;
+        return;
+    }
+    if (q.total == 0xFFFFFFFFu) return;
+    for (unsigned int u = t + 1; u < end; ++u) r[u].base = q.total + 1;
+    *status = GF_SCAN_SPLIT;
+}
+
 // Step 3, one thread per chain: its subsequences (buffer rounds % 2)
 // chained up, those out of step decoded again from their predecessor's
-// end; if they cover the scan, their bases, and status GF_SCAN_SPLIT.
+// end; if they cover the scan, their bases, and status GF_SCAN_SPLIT;
+// where the true decode faults in a block of the scan, that fault.
 extern "C" __global__ void gf_split_check(GfSplit p) {
     const unsigned int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= p.n) return;
@@ -517,13 +563,15 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
     GfSub q;
     if (!gf_split_sub(p, first[c], q) || q.ch != (const GfChain*)p.chains + c) return;
     GfSync* r = (GfSync*)p.sync + (size_t)(p.rounds & 1) * p.n_subs;
+    unsigned int* status = (unsigned int*)p.status + c;
     const unsigned int subs = first[c + 1] - first[c];
     unsigned int base = 0, dc[4] = {0, 0, 0, 0};
     for (unsigned int t = first[c]; t < first[c + 1]; ++t) {
         if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to)) {
-            // A fault on the true path (or in junk past the scan's last
-            // block): one thread decodes the chain and says which.
-            if (!r[t - 1].to.ok) return;
+            if (!r[t - 1].to.ok) {
+                gf_split_fault(q, r, t - 1, first[c + 1], status);
+                return;
+            }
             r[t].from = r[t - 1].to;
             gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, r[t].from,
                                 gf_split_stop(p, t - first[c], subs), q.total, r[t]);
@@ -533,8 +581,13 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
         base += r[t].blocks;
         for (int i = 0; i < 4; ++i) dc[i] += (unsigned int)r[t].dc[i];
     }
-    if (base < q.total) return;
-    ((unsigned int*)p.status)[c] = GF_SCAN_SPLIT;
+    // Short of the scan: the last subsequence, which runs on past the
+    // segment's end, faulted in a block of it.
+    if (base < q.total) {
+        gf_split_fault(q, r, first[c + 1] - 1, first[c + 1], status);
+        return;
+    }
+    *status = GF_SCAN_SPLIT;
 }
 
 // Step 4, one thread per subsequence of a chain step 3 marked.
@@ -545,6 +598,8 @@ extern "C" __global__ void gf_split_write(GfSplit p) {
     unsigned int* status = (unsigned int*)p.status + (q.ch - (const GfChain*)p.chains);
     if (*status != GF_SCAN_SPLIT) return;
     GfSync r = ((const GfSync*)p.sync)[(size_t)(p.rounds & 1) * p.n_subs + t];
+    // Past the scan's last block (gf_split_fault): nothing of the scan.
+    if (r.base > q.total) return;
     const unsigned int fault = gf_split_run<true>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m,
                                                   r.from, q.stop, q.total, r);
     if (fault != GF_SCAN_OK) *status = fault;

@@ -57,7 +57,7 @@ struct GfAt {
     unsigned int pos;
     unsigned char u, k;
     unsigned char ok;          // 0: no such state (the decode before it faulted)
-    unsigned char pad;
+    unsigned char fault;       // where ok is 0, the GF_SCAN_* code of that fault
 };
 
 // One subsequence of a split scan (progressive.cu, "Split decoding"):

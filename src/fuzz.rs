@@ -232,6 +232,9 @@ fn kernels(p: &crate::jpeg::scans::Plan, data: &[u8]) -> bool {
     let fnv = (data.iter()).fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
+    if fnv % 8 == 1 {
+        split_equals_one_thread(data, fnv);
+    }
     if fnv % 4 != 0 {
         return clean;
     }
@@ -250,6 +253,28 @@ fn kernels(p: &crate::jpeg::scans::Plan, data: &[u8]) -> bool {
         }
     }
     clean
+}
+
+/// The split kernels (subsequences of 64 bytes, 0, 3 or 16 rounds by the
+/// input's hash) against one thread: the same statuses, fault for fault
+/// (the split kernels name a fault themselves since session 49), and the
+/// same coefficients where clean, as `tests/mutation.rs` checks on mutated
+/// files; here guided by the kernels' coverage. One input in eight.
+#[cfg(feature = "kernel-emu")]
+fn split_equals_one_thread(data: &[u8], hash: u64) {
+    use crate::cuda::progressive::emu_coefficients_split;
+    let path = std::path::Path::new("fuzzed.jpg");
+    let Ok((one, _)) = emu_coefficients_split(path, data, MAX_PIXELS, (0, 0)) else {
+        return;
+    };
+    let rounds = [0, 3, 16][(hash >> 8) as usize % 3];
+    let (split, c) = emu_coefficients_split(path, data, MAX_PIXELS, (64, rounds))
+        .expect("a file planned once plans again");
+    assert_eq!(split.status, one.status, "split: the chains' statuses");
+    assert_eq!(c.synced, c.split, "split: a chain went to one thread");
+    if one.status.iter().all(|&s| s == 0) {
+        assert!(split.comps == one.comps, "split: the coefficients");
+    }
 }
 
 #[cfg(not(feature = "kernel-emu"))]

@@ -342,7 +342,7 @@ fn sequential_scans_survive_mutations() {
 /// decodes again: with none, every wrong guess): whatever the bytes,
 /// splitting changes no outcome. Where one thread decodes a file without
 /// a fault, so does the split decode, to the same coefficients; where one
-/// thread faults, the split decode faults too.
+/// thread faults, the split decode reports the same fault.
 #[cfg(feature = "kernel-emu")]
 #[test]
 fn split_decoding_equals_one_thread_under_mutation() {
@@ -361,24 +361,21 @@ fn split_decoding_equals_one_thread_under_mutation() {
         let (many, c) =
             emu_coefficients_split(path, b, 1 << 22, (64, rounds)).expect("planned once");
         counted.set(counted.get().merge(c));
-        let ok = |s: &[u32]| s.iter().all(|&s| s == 0);
-        assert_eq!(
-            ok(&one.status),
-            ok(&many.status),
-            "{:?} {:?}",
-            one.status,
-            many.status
-        );
-        if ok(&one.status) {
+        // The same status, fault for fault: since session 49 the split
+        // kernels name most faults themselves (`SplitCount::faults`).
+        assert_eq!(one.status, many.status);
+        let ok = one.status.iter().all(|&s| s == 0);
+        if ok {
             assert!(one.comps == many.comps, "split coefficients differ");
         }
-        ok(&one.status)
+        ok
     });
     let c = counted.get();
     println!(
-        "split: {} of {} split chains decoded split; the check decoded {} subsequences again, \
-         at most {} in one chain",
-        c.synced, c.split, c.redone, c.redone_most
+        "split: {} of {} split chains decoded split ({} of them faulted, the fault named by the \
+         split kernels); the check decoded {} subsequences again, at most {} in one chain",
+        c.synced, c.split, c.faults, c.redone, c.redone_most
     );
-    assert!(c.synced > 0 && c.redone > 0);
+    assert!(c.redone > 0 && c.faults > 0);
+    assert_eq!(c.synced, c.split, "split chains went to one thread");
 }

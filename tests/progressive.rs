@@ -56,6 +56,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_split_scans_equal_libjpeg_turbo,
     #[cfg(feature = "kernel-emu")]
+    emu_split_kernels_name_the_faults_of_damaged_photos,
+    gpu_split_kernels_name_the_faults_of_damaged_photos,
+    #[cfg(feature = "kernel-emu")]
     emu_batches_equal_each_file_alone,
     gpu_batches_equal_each_file_alone,
 );
@@ -117,13 +120,14 @@ fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
 /// check then decodes again, one after another, every subsequence whose
 /// guess was wrong), 1, 8 and the default 16; and at 1024 and 4096 bytes.
 /// Every photo of imagenet-size and full is split and decoded by the split
-/// kernels at each setting. Printed: how many split chains the split
-/// kernels decoded (the others, faulted, went to one thread), and how
-/// many subsequences the check decoded again, in all and at most in one
-/// chain (that chain's thread's serial work). Before session 48 a chain
-/// out of step after the rounds went whole to one thread: on 2026-11-27,
-/// at 256 bytes and 8 rounds, 433 of 466 chains synchronised, the 288
-/// photos 280.
+/// kernels at each setting, and every split chain of the corpus is decided
+/// by them: decoded, or its fault named (none goes to one thread). Printed:
+/// those counts, and how many subsequences the check decoded again, in all
+/// and at most in one chain (that chain's thread's serial work). Before
+/// session 48 a chain out of step after the rounds went whole to one
+/// thread: on 2026-11-27, at 256 bytes and 8 rounds, 433 of 466 chains
+/// synchronised, the 288 photos 280; before session 49 a chain whose
+/// decode faulted did (at 256 bytes and 16 rounds, 14 of 466).
 #[cfg(feature = "kernel-emu")]
 fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
     use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
@@ -154,14 +158,96 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
         compare(SEQUENTIAL, &decode)?;
         let (a, ph) = (all.get(), photos.get());
         println!(
-            "subsequences of {} bytes, {} rounds: {} of {} split chains decoded split; \
-             the check decoded {} subsequences again, at most {} in one chain \
+            "subsequences of {} bytes, {} rounds: {} of {} split chains decoded split ({} of \
+             them faulted); the check decoded {} subsequences again, at most {} in one chain \
              (the 288 photos of imagenet-size and full: {}, at most {})",
-            split.0, split.1, a.synced, a.split, a.redone, a.redone_most, ph.redone, ph.redone_most
+            split.0,
+            split.1,
+            a.synced,
+            a.split,
+            a.faults,
+            a.redone,
+            a.redone_most,
+            ph.redone,
+            ph.redone_most
         );
         assert_eq!(ph.split, 288, "the photos are not all there");
+        assert_eq!(a.synced, a.split, "split chains went to one thread");
     }
     Ok(())
+}
+
+/// Every sequential photo of imagenet-size and full, damaged two ways: cut
+/// at 60 % of its bytes (a truncated download: the scan runs out of bits),
+/// and with 32 one-bits written at the middle of its bytes (no Huffman code
+/// matches them). Split at the defaults (256 bytes, 16 rounds), each must
+/// end with the same status as one thread's decode of the whole scan (the
+/// same kernels, unsplit), and that fault must be the split kernels' own:
+/// before session 49 the check left such a chain to one thread, which
+/// decoded the scan again to name the fault (a truncated megapixel photo:
+/// hundreds of ms on one GPU thread, its batch waiting).
+fn damaged_photos(decode: DecodeSplit) -> Outcome {
+    let root = common::corpus()?.join("photos");
+    let (mut faulted, mut sequential) = (0, 0);
+    for set in ["imagenet-size", "full"] {
+        let mut paths: Vec<_> = (std::fs::read_dir(root.join(set)).unwrap())
+            .map(|e| e.unwrap().path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let data = std::fs::read(&path).unwrap();
+            let cut = data[..data.len() * 3 / 5].to_vec();
+            let mut ones = data.clone();
+            let mut at = data.len() / 2;
+            // Not the zero of a stuffed 0xFF: 0xFF 0xFF there is a fill byte.
+            while data[at - 1] == 0xFF {
+                at += 1;
+            }
+            ones[at..at + 8].copy_from_slice(&[0xFF, 0, 0xFF, 0, 0xFF, 0, 0xFF, 0]);
+            for (how, d) in [("cut", cut), ("ones", ones)] {
+                let Ok((one, _)) = decode(&path, &d, (0, 0)) else {
+                    continue;
+                };
+                let (split, c) = decode(&path, &d, (256, 16)).expect("planned once");
+                if c.split == 0 {
+                    continue; // progressive: not split
+                }
+                sequential += 1;
+                let name = format!("{} ({how})", path.display());
+                assert_eq!(one.status, split.status, "{name}");
+                if one.status.iter().any(|&s| s != 0) {
+                    faulted += 1;
+                    assert_eq!(c.faults, 1, "{name}: the fault went to one thread");
+                }
+            }
+        }
+    }
+    println!(
+        "damaged photos: {sequential} split, {faulted} of them faulted, every fault named by the \
+         split kernels"
+    );
+    assert_eq!(sequential, 2 * 288, "the photos are not all there");
+    assert!(faulted >= 2 * 280, "{faulted} faulted");
+    Ok(())
+}
+
+type DecodeSplit<'a> =
+    &'a dyn Fn(
+        &Path,
+        &[u8],
+        (u32, u32),
+    ) -> gpufeed::Result<(Coefficients, gpufeed::cuda::progressive::SplitCount)>;
+
+#[cfg(feature = "kernel-emu")]
+fn emu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
+    use gpufeed::cuda::progressive::emu_coefficients_split;
+    damaged_photos(&|p, d, split| emu_coefficients_split(p, d, MAX_PIXELS, split))
+}
+
+fn gpu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
+    common::need_gpu()?;
+    use gpufeed::cuda::progressive::gpu_coefficients_split;
+    damaged_photos(&|p, d, split| gpu_coefficients_split(p, d, MAX_PIXELS, split))
 }
 
 /// A refusal the sequential tests allow of a file libjpeg-turbo decodes

@@ -205,8 +205,8 @@ impl Launch {
 /// "Split decoding"): `GPUFEED_SCAN_SPLIT` (0: no splitting; at least 64
 /// otherwise), else 256. Smaller runs more threads per image, each
 /// shorter, but a guess has fewer symbols to resynchronise in before its
-/// subsequence ends (then a round decodes it again, or the image goes to
-/// one thread). On an H200 (0d15f52, `gpufeed progressive-bench
+/// subsequence ends (then a round decodes it again, or the check does,
+/// in order). On an H200 (0d15f52, `gpufeed progressive-bench
 /// --sequential`, imagenet-size's sequential photos, batch 256): 4.7 ms
 /// at 256 bytes, 9.3 at 1024, 31.3 at 4096, 49.1 unsplit; through the
 /// pipeline (4bbffad, share 0, no progressive lanes) 19,800-30,000 img/s
@@ -443,15 +443,18 @@ pub fn emu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
 }
 
 /// How the split kernels fared on one file: chains they split, of
-/// those, chains they decoded (the rest went to one thread each), and
-/// the subsequences that `gf_split_check` decoded again one after another
-/// because the rounds had left them out of step.
+/// those, chains they decoded or found a fault in (the rest went to one
+/// thread each), and the subsequences that `gf_split_check` decoded again
+/// one after another because the rounds had left them out of step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SplitCount {
     /// Chains split into subsequences.
     pub split: u32,
     /// Split chains the split kernels decoded (a fault they met counts).
     pub synced: u32,
+    /// Of those, chains whose fault they met: its status is theirs, no
+    /// thread decoded the chain again to name it (since session 49).
+    pub faults: u32,
     /// Subsequences the check decoded again, over all chains.
     pub redone: u32,
     /// The most of them in one chain: its thread's serial work, in
@@ -460,11 +463,30 @@ pub struct SplitCount {
 }
 
 impl SplitCount {
+    /// The counts of a launch split as `first` (`Launch::split`), from the
+    /// statuses the split kernels left and the subsequences the check
+    /// decoded again per chain (all 0 where unknown).
+    pub(crate) fn of(first: &[u32], status: &[u32], redone: &[u32]) -> SplitCount {
+        let mut count = SplitCount::default();
+        let redone = redone.iter().chain(std::iter::repeat(&0));
+        for ((c, &s), &r) in first.windows(2).zip(status).zip(redone) {
+            if c[1] > c[0] {
+                count.split += 1;
+                count.synced += u32::from(s != 0);
+                count.faults += u32::from(s != 0 && (s as usize) < SCAN_STATUS.len());
+                count.redone += r;
+                count.redone_most = count.redone_most.max(r);
+            }
+        }
+        count
+    }
+
     /// Both counts together (`redone_most` the larger).
     pub fn merge(self, o: SplitCount) -> SplitCount {
         SplitCount {
             split: self.split + o.split,
             synced: self.synced + o.synced,
+            faults: self.faults + o.faults,
             redone: self.redone + o.redone,
             redone_most: self.redone_most.max(o.redone_most),
         }
@@ -581,14 +603,7 @@ pub(crate) unsafe fn emu_kernels(
         // statuses are `l`'s and the vectors above; all outlive the
         // synchronous call, and nothing else writes them meanwhile.
         let redone = unsafe { super::emu::split(p) };
-        for ((c, &s), &r) in first.windows(2).zip(&status).zip(&redone) {
-            if c[1] > c[0] {
-                count.split += 1;
-                count.synced += u32::from(s != 0);
-                count.redone += r;
-                count.redone_most = count.redone_most.max(r);
-            }
-        }
+        count = SplitCount::of(&first, &status, &redone);
     }
     // SAFETY: as for `split` above; the statuses hold 0 or what it left.
     unsafe { super::emu::progressive(&l.chains, &l.scans, &l.tables, &mut status) };
@@ -681,14 +696,16 @@ pub(crate) fn scan_config(
     }
 }
 
-/// Launch the split kernels and `gf_progressive` (`pk`) over `l`'s
-/// descriptors on `k`'s stream and return each chain's status (waits for
-/// the stream).
+/// Launch the split kernels (subsequences of `sub_bytes`, `rounds`
+/// rounds) and `gf_progressive` (`pk`) over `l`'s descriptors on `k`'s
+/// stream and return each chain's status, and how the split kernels
+/// fared (the subsequences redone uncounted; waits for the stream).
 pub(crate) fn launch_scans(
     k: &super::launch::AugmentKernels,
     pk: &super::launch::ProgressiveKernels,
     l: &Launch,
-) -> Result<Vec<u32>> {
+    (sub_bytes, rounds): (u32, u32),
+) -> Result<(Vec<u32>, SplitCount)> {
     use cudarc::driver::PushKernelArg;
     let s = &k.stream;
     let chains = s.clone_htod(&l.chains).map_err(Error::cuda("upload"))?;
@@ -697,7 +714,6 @@ pub(crate) fn launch_scans(
     let mut status = k.zeros::<u32>(l.chains.len())?;
     let n = l.chains.len() as u32;
     let (n_scans, n_tables) = (l.scans.len() as u32, l.tables.len() as u32);
-    let sub_bytes = split_bytes();
     let first = l.split(sub_bytes);
     let subs = *first.last().unwrap_or(&0);
     let first_dev = s.clone_htod(&first).map_err(Error::cuda("upload"))?;
@@ -712,9 +728,11 @@ pub(crate) fn launch_scans(
             k.address(&status),
         ),
         (n, n_scans, n_tables, subs),
-        (sub_bytes, split_rounds()),
+        (sub_bytes, rounds),
     );
     queue_split(s, &pk.split, &p)?;
+    // What the split kernels left, before gf_progressive reads it.
+    let count = SplitCount::of(&first, &k.download(&status)?, &[]);
     let cfg = scan_config(n, l.most_scans(), scan_pipeline());
     let mut b = s.launch_builder(&pk.scans);
     b.arg(&chains);
@@ -729,13 +747,28 @@ pub(crate) fn launch_scans(
     // above, and the addresses inside them are the caller's buffers, alive
     // until the download below has waited for the stream.
     unsafe { b.launch(cfg) }.map_err(Error::cuda("kernel launch"))?;
-    k.download(&status)
+    Ok((k.download(&status)?, count))
 }
 
 /// Decode the scans of `data` with `gf_progressive` on CUDA device 0.
 /// Not part of the API.
 #[doc(hidden)]
 pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coefficients> {
+    let split = (split_bytes(), split_rounds());
+    Ok(gpu_coefficients_split(path, data, max_pixels, split)?.0)
+}
+
+/// [`gpu_coefficients`] with subsequences of `sub_bytes` (0: none split)
+/// and `rounds` of `gf_split_round`, and how the split kernels fared (the
+/// subsequences redone uncounted): `emu_coefficients_split` on CUDA
+/// device 0. Not part of the API.
+#[doc(hidden)]
+pub fn gpu_coefficients_split(
+    path: &Path,
+    data: &[u8],
+    max_pixels: u64,
+    split: (u32, u32),
+) -> Result<(Coefficients, SplitCount)> {
     let p = planned(path, data, max_pixels)?;
     let k = super::launch::AugmentKernels::device0()?;
     let pk = k.progressive()?;
@@ -746,17 +779,18 @@ pub fn gpu_coefficients(path: &Path, data: &[u8], max_pixels: u64) -> Result<Coe
     }
     let coef: Vec<u64> = grids_dev.iter().map(|g| k.address(g)).collect();
     let l = Launch::new(&p, k.address(&dev_data), data.len(), &coef);
-    let status = launch_scans(&k, &pk, &l)?;
+    let (status, count) = launch_scans(&k, &pk, &l, split)?;
     let mut comps = grids(&p);
     for (g, d) in comps.iter_mut().zip(&grids_dev) {
         g.coef = k.download(d)?;
     }
-    Ok(Coefficients {
+    let c = Coefficients {
         width: p.width,
         height: p.height,
         comps,
         status,
-    })
+    };
+    Ok((c, count))
 }
 
 #[cfg(test)]
