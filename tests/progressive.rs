@@ -185,11 +185,13 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
 /// same kernels, unsplit), and that fault must be the split kernels' own:
 /// before session 49 the check left such a chain to one thread, which
 /// decoded the scan again to name the fault (a truncated megapixel photo:
-/// hundreds of ms on one GPU thread, its batch waiting).
-fn damaged_photos(decode: DecodeSplit) -> Outcome {
+/// hundreds of ms on one GPU thread, its batch waiting). On a GPU,
+/// imagenet-size's alone: one thread decoding `full`'s damaged megapixel
+/// photos would take minutes of a lease.
+fn damaged_photos(decode: DecodeSplit, sets: &[&str]) -> Outcome {
     let root = common::corpus()?.join("photos");
     let (mut faulted, mut sequential) = (0, 0);
-    for set in ["imagenet-size", "full"] {
+    for &set in sets {
         let mut paths: Vec<_> = (std::fs::read_dir(root.join(set)).unwrap())
             .map(|e| e.unwrap().path())
             .collect();
@@ -226,8 +228,13 @@ fn damaged_photos(decode: DecodeSplit) -> Outcome {
         "damaged photos: {sequential} split, {faulted} of them faulted, every fault named by the \
          split kernels"
     );
-    assert_eq!(sequential, 2 * 288, "the photos are not all there");
-    assert!(faulted >= 2 * 280, "{faulted} faulted");
+    // imagenet-size has 160 sequential photos, full 128.
+    let photos: usize = sets
+        .iter()
+        .map(|&s| if s == "full" { 128 } else { 160 })
+        .sum();
+    assert_eq!(sequential, 2 * photos, "the photos are not all there");
+    assert!(faulted >= 2 * photos * 95 / 100, "{faulted} faulted");
     Ok(())
 }
 
@@ -241,13 +248,19 @@ type DecodeSplit<'a> =
 #[cfg(feature = "kernel-emu")]
 fn emu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
     use gpufeed::cuda::progressive::emu_coefficients_split;
-    damaged_photos(&|p, d, split| emu_coefficients_split(p, d, MAX_PIXELS, split))
+    damaged_photos(
+        &|p, d, split| emu_coefficients_split(p, d, MAX_PIXELS, split),
+        &["imagenet-size", "full"],
+    )
 }
 
 fn gpu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
     common::need_gpu()?;
     use gpufeed::cuda::progressive::gpu_coefficients_split;
-    damaged_photos(&|p, d, split| gpu_coefficients_split(p, d, MAX_PIXELS, split))
+    damaged_photos(
+        &|p, d, split| gpu_coefficients_split(p, d, MAX_PIXELS, split),
+        &["imagenet-size"],
+    )
 }
 
 /// A refusal the sequential tests allow of a file libjpeg-turbo decodes
