@@ -251,15 +251,18 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
 //
 // One thread per sequential image is latency-bound: on an H200 a batch of
 // 256 imagenet-size photos took 49 ms (2026-11-27, docs/BENCHMARKS.md),
-// the slowest photo's time. A sequential scan without restart markers is
-// therefore cut into subsequences of sub_bytes, one thread each, as in
-// Weissenberger and Schmidt, "Massively Parallel Huffman Decoding on
-// GPUs" (ICPP 2018), and its JPEG sequel (arXiv 2111.09219):
+// the slowest photo's time. A sequential scan is therefore cut into
+// subsequences of sub_bytes, one thread each, as in Weissenberger and
+// Schmidt, "Massively Parallel Huffman Decoding on GPUs" (ICPP 2018), and
+// its JPEG sequel (arXiv 2111.09219):
 //
 // 1. gf_split_guess: each thread decodes its subsequence from a guess (its
 //    first byte, the MCU's first block, the DC next). Huffman codes
 //    resynchronise: a few symbols in, the guess usually decodes what the
 //    true decode would, and the state where it stops is the true one.
+//    Where the scan has restart markers, the guess is the first interval
+//    that starts in the subsequence's bytes instead ("Restart intervals",
+//    below): there it is exact.
 // 2. gf_split_round, `rounds` times: each thread whose predecessor's end
 //    state is not where it started decodes again from there. The rounds
 //    are what runs in parallel; what they leave out of step, step 3 mends
@@ -282,6 +285,21 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
 //
 // Bit positions count the segment's bytes as they are, stuffing included,
 // so that threads that started at different places agree on them.
+//
+// Restart intervals (T.81 F.1.2.3; session 50). Until then a scan with
+// restart markers went whole to one thread, and cameras and editors write
+// them into large photos (in the corpus: a 9.9 MB Fujifilm MPO, a 6000 x
+// 6000 image, Photoshop files). An interval starts
+// on the byte after its marker with the decoder's state known: the MCU's
+// first block, DC predictions 0. So a subsequence's guess is the first
+// interval whose start lies in its bytes (none: it has no work of its
+// own, and the check or a round gives it its predecessor's end), a run
+// stops only at an interval's start at or past its stop, so that every
+// state a record holds is one, and the check's DC sums start again at
+// every record. A marker out of place or out of turn (gf_restart) is a
+// fault before the block that would follow it. Everything else is as
+// without restarts, the check's induction included: a guess counts only
+// once the true decode is seen to arrive where it starts.
 
 // The bit in the segment where the next unread bit of `b` starts.
 __device__ __forceinline__ unsigned int gf_at(const GfBits& b) {
@@ -298,14 +316,14 @@ struct GfMcu {
     unsigned char comp[10], x[10], y[10];
 };
 
-// The chain's scan if it can be split (a sequential scan without restart
-// markers that gf_scan_ok accepts), with its MCU and its blocks in all.
+// The chain's scan if it can be split (a sequential scan that gf_scan_ok
+// accepts), with its MCU and its blocks in all.
 __device__ __forceinline__ const GfScan* gf_split_scan(const GfSplit& p, const GfChain& ch,
                                                        GfMcu& m, unsigned int& total) {
     const GfScan* scans = (const GfScan*)p.scans;
     if (ch.comps == 0 || ch.comps > 4 || ch.scans != 1 || ch.first_scan >= p.n_scans) return 0;
     const GfScan& s = scans[ch.first_scan];
-    if (!gf_scan_ok(ch, s, p.n_tables) || s.ss != 0 || s.se != 63 || s.restart != 0) return 0;
+    if (!gf_scan_ok(ch, s, p.n_tables) || s.ss != 0 || s.se != 63) return 0;
     m.n = 0;
     if (s.comps == 1) {
         m.n = 1;
@@ -342,13 +360,26 @@ __device__ __forceinline__ short* gf_split_block(const GfChain& ch, const GfScan
     return gf_block(c, (mi % ch.mcus_x) * c.h + m.x[u], (mi / ch.mcus_x) * c.v + m.y[u]);
 }
 
+// The number of the restart marker that ends the interval starting at
+// `from` (an interval's start): RST0 for the scan's first, else one past
+// the marker just before it, as gf_restart counts them from the first.
+__device__ __forceinline__ unsigned int gf_split_number(const GfChain& ch, const GfScan& s,
+                                                        const GfAt& from) {
+    const unsigned int at = from.pos >> 3;
+    if (at == 0 || at > s.length) return 0;
+    const unsigned char* d = (const unsigned char*)ch.data + s.offset;
+    return (d[at - 1] + 1u) & 7u;  // 0xD0 + n: (n + 1) mod 8
+}
+
 // Decode from `from` until the next symbol would start at or past bit
-// `stop`, or a fault: the state there and what was met on the way, in
-// `out` (its `from`, `base` and `dc_base` untouched). WRITE: also store
-// the coefficients of the blocks below `total`, block numbers from
-// out.base and DC predictions from out.dc_base on, and return the first
-// fault in such a block (faults in the padding after the scan's last
-// block are not the scan's). Each step is gf_seq_block's.
+// `stop` (with restart markers: until an interval would start there), or
+// a fault: the state there and what was met on the way, in `out` (its
+// `from`, `base` and `dc_base` untouched). WRITE: also store the
+// coefficients of the blocks below `total`, block numbers from out.base
+// and DC predictions from out.dc_base on, and return the first fault in
+// such a block, or before it (a restart marker's); faults in the padding
+// after the scan's last block are not the scan's. Each step is
+// gf_seq_block's, and gf_scan's between intervals.
 template <bool WRITE>
 __device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const GfHuff* tables,
                                      const GfMcu& m, GfAt from, unsigned int stop,
@@ -360,6 +391,12 @@ __device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const G
     }
     unsigned int u = from.u, k = from.k, blocks = 0;
     unsigned int dc[4] = {0, 0, 0, 0}, pred[4] = {0, 0, 0, 0};
+    // With restart markers `from` is an interval's start: MCUs left in it,
+    // the number of the marker that ends it, and whether the run is at
+    // an interval's start (the only place it may stop).
+    const bool rst = s.restart != 0;
+    unsigned int togo = s.restart, number = rst ? gf_split_number(ch, s, from) : 0u;
+    bool fresh = true;
     short* blk = 0;
     if (WRITE) {
         for (int i = 0; i < 4; ++i) pred[i] = (unsigned int)out.dc_base[i];
@@ -368,10 +405,25 @@ __device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const G
     }
     unsigned int fault = GF_SCAN_OK;
     while (u < m.n && k < 64) {
-        if (gf_at(b) >= stop) break;
+        if (gf_at(b) >= stop && (fresh || !rst)) break;
         // The block this symbol belongs to, in scan order.
         const unsigned int g = out.base + blocks - (k != 0 ? 1u : 0u);
         if (WRITE && k == 0 && g >= total) break;
+        if (rst && k == 0 && u == 0) {
+            if (togo == 0) {
+                gf_restart(b, number++);
+                if (b.status != GF_SCAN_OK) {
+                    if (WRITE) fault = b.status;
+                    break;
+                }
+                for (int i = 0; i < 4; ++i) dc[i] = pred[i] = 0;
+                togo = s.restart;
+                fresh = true;
+                continue;
+            }
+            togo -= 1;
+        }
+        fresh = false;
         const int i = m.comp[u];
         if (k == 0) {
             const int t = gf_huff(b, tables[s.dc[i]]);
@@ -481,15 +533,37 @@ extern "C" __global__ void gf_split_guess(GfSplit p) {
     from.u = from.k = 0;
     from.ok = 1;
     from.fault = GF_SCAN_OK;
-    if (q.j > 0) {
+    const unsigned char* d = (const unsigned char*)q.ch->data + q.s->offset;
+    const unsigned int lo = q.j * p.sub_bytes;
+    r.base = 0;
+    if (q.j > 0 && q.s->restart != 0) {
+        // The first interval to start in [lo, lo + sub_bytes): after a
+        // marker 0xFF 0xD0-0xD7 (entropy-coded data has 0xFF only before
+        // 0x00). None: no state to guess; the record waits for its
+        // predecessor's end (a round's or the check's), ok = 0 till then.
+        unsigned int o = 0;
+        for (unsigned int i = lo < 2 ? 0 : lo - 2; i + 2 < lo + p.sub_bytes && i + 1 < q.s->length;
+             ++i)
+            if (d[i] == 0xFF && d[i + 1] >= 0xD0 && d[i + 1] <= 0xD7) {
+                o = i + 2;
+                break;
+            }
+        if (o == 0) {
+            from.pos = lo * 8;
+            from.ok = 0;
+            r.from = r.to = from;
+            r.blocks = 0;
+            for (int i = 0; i < 4; ++i) r.dc[i] = 0;
+            return;
+        }
+        from.pos = o * 8;
+    } else if (q.j > 0) {
         // Not the second byte of a stuffed 0xFF: that 0 is no data.
-        unsigned int o = q.j * p.sub_bytes;
-        const unsigned char* d = (const unsigned char*)q.ch->data + q.s->offset;
+        unsigned int o = lo;
         if (d[o - 1] == 0xFF && d[o] == 0) o += 1;
         from.pos = o * 8;
     }
     r.from = from;
-    r.base = 0;
     gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, from, q.stop, q.total, r);
 }
 
@@ -540,9 +614,13 @@ __device__ __forceinline__ void gf_split_fault(const GfSub& q, GfSync* r, unsign
                                                unsigned int end, unsigned int* status) {
     const GfSync& f = r[t];
     // A faulted symbol leaves k past the DC: its block is the last begun.
+    // A restart marker's fault (k = 0) comes before the next block, as
+    // gf_scan meets it before that block's MCU (and only if there is one).
     const unsigned int begun = f.base + f.blocks;
-    if (f.to.ok || f.to.k == 0 || begun == 0 || f.to.fault == GF_SCAN_OK) return;
-    if (begun - 1 < q.total) {
+    if (f.to.ok || f.to.fault == GF_SCAN_OK) return;
+    if (f.to.k == 0 ? q.s->restart == 0 : begun == 0) return;
+    const unsigned int g = f.to.k == 0 ? begun : begun - 1;
+    if (g < q.total) {
         if (gf_split_grid_ok(q)) *status = f.to.fault;
         return;
     }
@@ -579,7 +657,9 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
         r[t].base = base;
         for (int i = 0; i < 4; ++i) r[t].dc_base[i] = (int)dc[i];
         base += r[t].blocks;
-        for (int i = 0; i < 4; ++i) dc[i] += (unsigned int)r[t].dc[i];
+        // With restart markers every record starts an interval, DC 0.
+        if (q.s->restart == 0)
+            for (int i = 0; i < 4; ++i) dc[i] += (unsigned int)r[t].dc[i];
     }
     // Short of the scan: the last subsequence, which runs on past the
     // segment's end, faulted in a block of it.

@@ -10,6 +10,9 @@
 //! the shard listing).
 
 mod common;
+#[cfg(feature = "turbojpeg")]
+#[path = "common/scans.rs"]
+mod scans;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -133,13 +136,24 @@ fn run(name: &str, n: usize, target: impl Fn(&[u8]) -> bool) {
 /// Run `target` on `n` mutated inputs of `seeds`; a panic saves the input
 /// under target/mutation-crashes/ and fails with its path.
 fn run_on(name: &str, n: usize, seeds: Vec<Vec<u8>>, target: impl Fn(&[u8]) -> bool) {
+    run_with(name, n, seeds, mutate, target);
+}
+
+/// [`run_on`] with the mutations `with` makes.
+fn run_with(
+    name: &str,
+    n: usize,
+    seeds: Vec<Vec<u8>>,
+    with: fn(&mut ChaCha8Rng, &mut Vec<u8>),
+    target: impl Fn(&[u8]) -> bool,
+) {
     assert!(!seeds.is_empty());
     let mut rng = ChaCha8Rng::seed_from_u64(0x6770_6665_6564);
     let mut accepted = 0;
     for i in 0..n {
         let mut input = seeds[i % seeds.len()].clone();
         for _ in 0..1 + rng.next_u32() % 4 {
-            mutate(&mut rng, &mut input);
+            with(&mut rng, &mut input);
         }
         match catch_unwind(AssertUnwindSafe(|| target(&input))) {
             Ok(ok) => accepted += usize::from(ok),
@@ -346,13 +360,59 @@ fn sequential_scans_survive_mutations() {
 #[cfg(feature = "kernel-emu")]
 #[test]
 fn split_decoding_equals_one_thread_under_mutation() {
-    use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
     use gpufeed::jpeg::SofKind;
-    use std::cell::Cell;
     let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
+    split_equals_one_thread("split", sequential, mutate);
+}
+
+/// The same on the sequential seeds transcoded losslessly with restart
+/// markers every 1 to 5 MCUs (the split kernels' restart intervals, since
+/// session 50), half of the mutations moving a marker: renumbered, gone,
+/// doubled, shifted by a byte, or made a stuffed 0xFF.
+#[cfg(all(feature = "kernel-emu", feature = "turbojpeg"))]
+#[test]
+fn split_restart_intervals_equal_one_thread_under_mutation() {
+    use gpufeed::jpeg::SofKind;
+    use scans::libjpeg::{Restarts, with_restarts};
+    let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
+    let seeds: Vec<Vec<u8>> = (sequential.iter().enumerate())
+        .filter_map(|(i, b)| with_restarts(b, Restarts::Mcus(1 + (i % 5) as u16)).ok())
+        .collect();
+    assert!(seeds.len() >= 20, "{} seeds transcoded", seeds.len());
+    split_equals_one_thread("split-restarts", seeds, |rng, b| {
+        let markers: Vec<usize> = (0..b.len().saturating_sub(1))
+            .filter(|&i| b[i] == 0xFF && (0xD0..=0xD7).contains(&b[i + 1]))
+            .collect();
+        if markers.is_empty() || rng.next_u32() % 2 == 0 {
+            return mutate(rng, b);
+        }
+        let at = markers[rng.next_u64() as usize % markers.len()];
+        match rng.next_u32() % 5 {
+            0 => b[at + 1] = 0xD0 | (rng.next_u32() as u8 & 7),
+            1 => drop(b.drain(at..at + 2)),
+            2 => {
+                let m = b[at + 1];
+                b.splice(at..at, [0xFF, m]);
+            }
+            3 => b.insert(at, rng.next_u32() as u8),
+            _ => b[at + 1] = 0,
+        }
+    });
+}
+
+/// Split (64 bytes, 0, 3 or 16 rounds in turn) against one thread on
+/// `seeds` mutated by `with`.
+#[cfg(feature = "kernel-emu")]
+fn split_equals_one_thread(
+    name: &str,
+    seeds: Vec<Vec<u8>>,
+    with: fn(&mut ChaCha8Rng, &mut Vec<u8>),
+) {
+    use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
+    use std::cell::Cell;
     let (n, counted) = (Cell::new(0usize), Cell::new(SplitCount::default()));
     let path = Path::new("mutated.jpg");
-    run_on("split", count(10_000), sequential, |b| {
+    run_with(name, count(10_000), seeds, with, |b| {
         let Ok((one, _)) = emu_coefficients_split(path, b, 1 << 22, (0, 0)) else {
             return false;
         };
@@ -372,7 +432,7 @@ fn split_decoding_equals_one_thread_under_mutation() {
     });
     let c = counted.get();
     println!(
-        "split: {} of {} split chains decoded split ({} of them faulted, the fault named by the \
+        "{name}: {} of {} split chains decoded split ({} of them faulted, the fault named by the \
          split kernels); the check decoded {} subsequences again, at most {} in one chain",
         c.synced, c.split, c.faults, c.redone, c.redone_most
     );

@@ -33,7 +33,7 @@ use std::path::Path;
 
 use common::Outcome;
 use gpufeed::cuda::pixels::Rgb;
-use gpufeed::cuda::progressive::{CoefGrid, Coefficients, SCAN_STATUS};
+use gpufeed::cuda::progressive::{CoefGrid, Coefficients, SCAN_STATUS, SplitCount};
 #[cfg(feature = "kernel-emu")]
 use scans::emu_rgb;
 use scans::{
@@ -59,6 +59,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_split_kernels_name_the_faults_of_damaged_photos,
     gpu_split_kernels_name_the_faults_of_damaged_photos,
+    #[cfg(feature = "kernel-emu")]
+    emu_split_kernels_decode_restart_intervals,
+    gpu_split_kernels_decode_restart_intervals,
     #[cfg(feature = "kernel-emu")]
     emu_batches_equal_each_file_alone,
     gpu_batches_equal_each_file_alone,
@@ -128,10 +131,11 @@ fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
 /// session 48 a chain out of step after the rounds went whole to one
 /// thread: on 2026-11-27, at 256 bytes and 8 rounds, 433 of 466 chains
 /// synchronised, the 288 photos 280; before session 49 a chain whose
-/// decode faulted did (at 256 bytes and 16 rounds, 14 of 466).
+/// decode faulted did (at 256 bytes and 16 rounds, 14 of 466). Since
+/// session 50 scans with restart markers split too: 497 chains at 256
+/// bytes, 31 of them such scans (a 9.9 MB camera MPO among them).
 #[cfg(feature = "kernel-emu")]
 fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
-    use gpufeed::cuda::progressive::{SplitCount, emu_coefficients_split};
     use std::cell::Cell;
     for split in [
         (256, 0),
@@ -146,7 +150,7 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
             Cell::new(SplitCount::default()),
         );
         let decode = |p: &Path, d: &[u8]| {
-            let (c, count) = emu_coefficients_split(p, d, MAX_PIXELS, split)?;
+            let (c, count) = emu_split(p, d, split)?;
             all.set(all.get().merge(count));
             let name = p.to_string_lossy();
             if name.contains("photos/imagenet-size/") || name.contains("photos/full/") {
@@ -240,28 +244,155 @@ fn damaged_photos(decode: DecodeSplit, sets: &[&str]) -> Outcome {
 }
 
 type DecodeSplit<'a> =
-    &'a dyn Fn(
-        &Path,
-        &[u8],
-        (u32, u32),
-    ) -> gpufeed::Result<(Coefficients, gpufeed::cuda::progressive::SplitCount)>;
+    &'a dyn Fn(&Path, &[u8], (u32, u32)) -> gpufeed::Result<(Coefficients, SplitCount)>;
+
+// The two instances' split decoders of one file: subsequences of
+// `split.0` bytes (0: one thread), `split.1` rounds.
+#[cfg(feature = "kernel-emu")]
+fn emu_split(p: &Path, d: &[u8], split: (u32, u32)) -> gpufeed::Result<(Coefficients, SplitCount)> {
+    gpufeed::cuda::progressive::emu_coefficients_split(p, d, MAX_PIXELS, split)
+}
+fn gpu_split(p: &Path, d: &[u8], split: (u32, u32)) -> gpufeed::Result<(Coefficients, SplitCount)> {
+    gpufeed::cuda::progressive::gpu_coefficients_split(p, d, MAX_PIXELS, split)
+}
 
 #[cfg(feature = "kernel-emu")]
 fn emu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
-    use gpufeed::cuda::progressive::emu_coefficients_split;
-    damaged_photos(
-        &|p, d, split| emu_coefficients_split(p, d, MAX_PIXELS, split),
-        &["imagenet-size", "full"],
-    )
+    damaged_photos(&emu_split, &["imagenet-size", "full"])
 }
 
 fn gpu_split_kernels_name_the_faults_of_damaged_photos() -> Outcome {
     common::need_gpu()?;
-    use gpufeed::cuda::progressive::gpu_coefficients_split;
-    damaged_photos(
-        &|p, d, split| gpu_coefficients_split(p, d, MAX_PIXELS, split),
-        &["imagenet-size"],
-    )
+    damaged_photos(&gpu_split, &["imagenet-size"])
+}
+
+/// Every sequential photo of `sets`, transcoded losslessly with restart
+/// markers (the corpus's photos have none; cameras and editors write them
+/// into large photos): every MCU, every row of MCUs, every 3 rows, or
+/// every 2 to 62 MCUs, by the photo's place in the list. Split at the
+/// defaults (256 bytes, 16 rounds), each must be decoded by the split
+/// kernels (before session 50 a scan with restart markers went to one
+/// thread), to libjpeg-turbo's coefficients of the original file (the
+/// transcode keeps them). Then damaged three ways: its middle marker
+/// renumbered (out of turn: one thread stops there), that marker removed,
+/// and the file cut at 60 %. Each must end with one thread's status, every
+/// fault named by the split kernels. Every `nth` photo.
+fn restart_photos(decode: DecodeSplit, sets: &[&str], nth: usize) -> Outcome {
+    use libjpeg::Restarts;
+    let root = common::corpus()?;
+    let (mut photos, mut faulted) = (0usize, 0usize);
+    let photo = |name: &str| {
+        sets.iter()
+            .any(|s| name.starts_with(&format!("photos/{s}/")))
+    };
+    for (i, (name, path, data)) in files(&root, SEQUENTIAL, true)
+        .filter(|f| photo(&f.0))
+        .step_by(nth)
+        .enumerate()
+    {
+        let every = match i % 4 {
+            0 => Restarts::Mcus(1),
+            1 => Restarts::Rows(1),
+            2 => Restarts::Rows(3),
+            _ => Restarts::Mcus(2 + (i % 61) as u16),
+        };
+        let name = format!("{name} (restarts {every:?})");
+        let rst = libjpeg::with_restarts(&data, every).expect(&name);
+        let (want, _) = libjpeg::coefficients(&data, MAX_PIXELS).expect(&name);
+        let (one, _) = decode(&path, &rst, (0, 0)).expect(&name);
+        let (split, c) = decode(&path, &rst, (256, 16)).expect(&name);
+        assert_eq!((c.split, c.synced, c.faults), (1, 1, 0), "{name}");
+        assert!(one.status == [0] && split.status == [0], "{name}");
+        if let Some(d) = first_difference(&split.comps, &want) {
+            panic!("{name}: {d}");
+        }
+        photos += 1;
+        let markers = restart_markers(&rst);
+        assert!(markers.len() >= 2, "{name}: {} markers", markers.len());
+        let mid = markers[markers.len() / 2];
+        let mut renumbered = rst.clone();
+        renumbered[mid + 1] = 0xD0 | ((rst[mid + 1] + 1) & 7);
+        let mut removed = rst.clone();
+        removed.drain(mid..mid + 2);
+        let cut = rst[..rst.len() * 3 / 5].to_vec();
+        for (how, d) in [
+            ("renumbered", renumbered),
+            ("removed", removed),
+            ("cut", cut),
+        ] {
+            let name = format!("{name} ({how})");
+            let (one, _) = decode(&path, &d, (0, 0)).expect(&name);
+            let (split, c) = decode(&path, &d, (256, 16)).expect(&name);
+            assert_eq!(c.split, 1, "{name}: not split");
+            assert_eq!(one.status, split.status, "{name}");
+            if how == "renumbered" {
+                // GF_SCAN_BAD_RESTART
+                assert_eq!(one.status, [3], "{name}");
+            }
+            if one.status.iter().any(|&s| s != 0) {
+                faulted += 1;
+                assert_eq!(c.faults, 1, "{name}: the fault went to one thread");
+            }
+        }
+    }
+    println!(
+        "restart intervals: {photos} sequential photos transcoded with restart markers, each \
+         decoded by the split kernels to the original's coefficients; damaged three ways, \
+         {faulted} faulted, every fault named by the split kernels"
+    );
+    if max_files().is_none() {
+        let want: usize = sets
+            .iter()
+            .map(|&s| if s == "full" { 128 } else { 160 })
+            .sum();
+        assert_eq!(photos, want.div_ceil(nth), "the photos are not all there");
+    }
+    assert!(photos > 0 && faulted >= 2 * photos, "{faulted} faulted");
+    Ok(())
+}
+
+/// Where the restart markers of `data`'s first scan are (the 0xFF of
+/// each 0xFF 0xD0-0xD7): after its SOS segment, up to the next other
+/// marker.
+fn restart_markers(data: &[u8]) -> Vec<usize> {
+    let mut at = 2;
+    while at + 4 <= data.len() && data[at] == 0xFF && data[at + 1] != 0xDA {
+        at += 2 + usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
+    }
+    assert!(at + 4 <= data.len(), "no SOS");
+    at += 2 + usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
+    let mut out = Vec::new();
+    while at + 1 < data.len() {
+        if data[at] == 0xFF {
+            match data[at + 1] {
+                0x00 => {}
+                0xD0..=0xD7 => out.push(at),
+                0xFF => {
+                    at += 1;
+                    continue;
+                }
+                _ => break,
+            }
+            at += 2;
+        } else {
+            at += 1;
+        }
+    }
+    out
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_split_kernels_decode_restart_intervals() -> Outcome {
+    restart_photos(&emu_split, &["imagenet-size", "full"], 1)
+}
+
+/// On a GPU, every other photo of imagenet-size: one thread decoding
+/// `full`'s would take minutes of a lease, and the lease's `progressive`
+/// step has 180 s for every `gpu_` test of this file (6 ran in 32 s at
+/// 0d15f52, before the damaged photos' 640 decodes and these 640).
+fn gpu_split_kernels_decode_restart_intervals() -> Outcome {
+    common::need_gpu()?;
+    restart_photos(&gpu_split, &["imagenet-size"], 2)
 }
 
 /// A refusal the sequential tests allow of a file libjpeg-turbo decodes

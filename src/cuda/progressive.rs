@@ -247,8 +247,8 @@ pub(crate) fn split_rounds() -> u32 {
 impl Launch {
     /// The split kernels' subsequences of the chains as they are now
     /// ordered: chain c owns `[first[c], first[c + 1])`, none unless it is
-    /// one sequential scan without restart markers of at least two
-    /// subsequences of `sub_bytes` (0: none split).
+    /// one sequential scan of at least two subsequences of `sub_bytes` (0:
+    /// none split), with restart markers or without (since session 50).
     pub(crate) fn split(&self, sub_bytes: u32) -> Vec<u32> {
         let mut first = Vec::with_capacity(self.chains.len() + 1);
         let mut at = 0u32;
@@ -256,7 +256,7 @@ impl Launch {
         for c in &self.chains {
             let s = (c.scans == 1)
                 .then(|| &self.scans[c.first_scan as usize])
-                .filter(|s| s.ss == 0 && s.se == 63 && s.ah == 0 && s.al == 0 && s.restart == 0);
+                .filter(|s| s.ss == 0 && s.se == 63 && s.ah == 0 && s.al == 0);
             let subs = match (s, sub_bytes) {
                 (Some(s), 1..) => s.length.div_ceil(sub_bytes),
                 _ => 0,

@@ -188,6 +188,52 @@ pub(crate) mod libjpeg {
         }
     }
 
+    /// How [`with_restarts`] places the markers: every `n` MCUs, or every
+    /// `n` rows of MCUs.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) enum Restarts {
+        Mcus(u16),
+        Rows(u16),
+    }
+
+    /// `data` transcoded losslessly (`tj3Transform`, no operation: the same
+    /// coefficients, Huffman-coded again) with restart markers placed as
+    /// `every` says, for the split kernels' restart intervals: the corpus's
+    /// photos have none. Markers other than the frame's are dropped.
+    pub(crate) fn with_restarts(data: &[u8], every: Restarts) -> Result<Vec<u8>, String> {
+        let (param, n) = match every {
+            Restarts::Mcus(n) => (raw::TJPARAM_TJPARAM_RESTARTBLOCKS, n),
+            Restarts::Rows(n) => (raw::TJPARAM_TJPARAM_RESTARTROWS, n),
+        };
+        // SAFETY: a plain TurboJPEG session: the handle is checked and
+        // destroyed here, the buffer libjpeg-turbo allocates is copied out
+        // and freed with tj3Free, and `data` is a live slice.
+        unsafe {
+            let h = raw::tj3Init(raw::TJINIT_TJINIT_TRANSFORM as c_int);
+            if h.is_null() {
+                return Err("tj3Init failed".into());
+            }
+            raw::tj3Set(h, param as c_int, c_int::from(n));
+            let mut t: raw::tjtransform = std::mem::zeroed();
+            t.op = raw::TJXOP_TJXOP_NONE as c_int;
+            t.options = raw::TJXOPT_COPYNONE as c_int;
+            let mut buf: *mut u8 = std::ptr::null_mut();
+            let mut size: raw::size_t = 0;
+            let len = data.len() as raw::size_t;
+            let r = raw::tj3Transform(h, data.as_ptr(), len, 1, &mut buf, &mut size, &t);
+            // A warning (a damaged seed's) still writes the whole file.
+            let warned = raw::tj3GetErrorCode(h) == raw::TJERR_TJERR_WARNING as c_int;
+            raw::tj3Destroy(h);
+            let out = (!buf.is_null() && size > 0)
+                .then(|| std::slice::from_raw_parts(buf, size as usize).to_vec());
+            raw::tj3Free(buf.cast::<c_void>());
+            match out {
+                Some(out) if r == 0 || warned => Ok(out),
+                _ => Err("libjpeg-turbo could not transcode it".into()),
+            }
+        }
+    }
+
     pub(crate) fn coefficients(data: &[u8], max_pixels: u64) -> Result<(Rows, bool), String> {
         let mut rows: Rows = Vec::new();
         // SAFETY: a plain TurboJPEG session: the handle is checked and

@@ -282,7 +282,9 @@ extern "C" void gf_emu_progressive(const GfChain* chains, unsigned int n, const 
 // subsequence, or per chain for gf_split_check), each step after the last,
 // as the stream orders them on a GPU. redone[c] (n of them): how many of
 // chain c's subsequences gf_split_check decoded again, the rounds having
-// left them out of step (a start it changed).
+// left them out of step (a start it changed; not a restart scan's record
+// that had no interval of its own to start at, ok = 0, which the check
+// only gives its predecessor's end).
 extern "C" void gf_emu_split(GfSplit p, unsigned int* redone) {
     blockDim.x = 32;
     blockDim.y = blockDim.z = 1;
@@ -305,7 +307,7 @@ extern "C" void gf_emu_split(GfSplit p, unsigned int* redone) {
         redone[c] = 0;
         for (unsigned int t = first[c]; t < first[c + 1] && t < p.n_subs; ++t) {
             const GfAt &a = before[t], &b = sync[t].from;
-            redone[c] += a.pos != b.pos || a.u != b.u || a.k != b.k;
+            redone[c] += a.ok && (a.pos != b.pos || a.u != b.u || a.k != b.k);
         }
     }
     each(p.n_subs, [&] { gf_split_write(p); });

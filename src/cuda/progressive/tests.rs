@@ -106,7 +106,7 @@ fn a_launch_refuses_a_file_past_its_table_indices() {
 }
 
 #[test]
-fn only_long_sequential_scans_without_restarts_are_split() {
+fn only_long_sequential_scans_are_split() {
     let mut l = two_files();
     // The baseline file's one chain: one scan, Ss 0 to Se 63.
     let seq = l.scans[l.chains[0].first_scan as usize];
@@ -119,8 +119,11 @@ fn only_long_sequential_scans_without_restarts_are_split() {
     assert!(first[1..].iter().all(|&f| f == first[1]));
     assert!(l.split(0).iter().all(|&f| f == 0));
     assert!(l.split(seq.length).iter().all(|&f| f == 0));
-    // A restart interval keeps the chain on one thread.
+    // Restart intervals split too (session 50: each starts a guess that
+    // is exact), but not a second scan of the chain's, nor a band.
     l.scans[l.chains[0].first_scan as usize].restart = 4;
+    assert_eq!(l.split(64), first);
+    l.scans[l.chains[0].first_scan as usize].se = 5;
     assert!(l.split(64).iter().all(|&f| f == 0));
 }
 
