@@ -132,8 +132,8 @@ fn gpu_sequential_pixels_equal_libjpeg_turbo() -> Outcome {
 /// thread: on 2026-11-27, at 256 bytes and 8 rounds, 433 of 466 chains
 /// synchronised, the 288 photos 280; before session 49 a chain whose
 /// decode faulted did (at 256 bytes and 16 rounds, 14 of 466). Since
-/// session 50 scans with restart markers split too: 497 chains at 256
-/// bytes, 31 of them such scans (a 9.9 MB camera MPO among them).
+/// session 50 scans with restart markers split too: 496 chains at 256
+/// bytes, 30 of them such scans (a 9.9 MB camera MPO among them).
 #[cfg(feature = "kernel-emu")]
 fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
     use std::cell::Cell;

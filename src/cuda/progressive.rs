@@ -248,15 +248,26 @@ impl Launch {
     /// The split kernels' subsequences of the chains as they are now
     /// ordered: chain c owns `[first[c], first[c + 1])`, none unless it is
     /// one sequential scan of at least two subsequences of `sub_bytes` (0:
-    /// none split), with restart markers or without (since session 50).
+    /// none split), without restart markers or with at least two
+    /// intervals (since session 50). A thread decodes at least one whole
+    /// interval, in its guess and again as it writes: a scan of one
+    /// interval would take one thread twice as long as `gf_progressive`.
     pub(crate) fn split(&self, sub_bytes: u32) -> Vec<u32> {
+        let intervals = |c: &GfChain, s: &GfScan| -> u64 {
+            let mcus = match (s.comps, c.comp.get(usize::from(s.comp[0]))) {
+                (1, Some(g)) => u64::from(g.bw) * u64::from(g.bh),
+                _ => u64::from(c.mcus_x) * u64::from(c.mcus_y),
+            };
+            mcus.div_ceil(u64::from(s.restart.max(1)))
+        };
         let mut first = Vec::with_capacity(self.chains.len() + 1);
         let mut at = 0u32;
         first.push(at);
         for c in &self.chains {
             let s = (c.scans == 1)
                 .then(|| &self.scans[c.first_scan as usize])
-                .filter(|s| s.ss == 0 && s.se == 63 && s.ah == 0 && s.al == 0);
+                .filter(|s| s.ss == 0 && s.se == 63 && s.ah == 0 && s.al == 0)
+                .filter(|s| s.restart == 0 || intervals(c, s) >= 2);
             let subs = match (s, sub_bytes) {
                 (Some(s), 1..) => s.length.div_ceil(sub_bytes),
                 _ => 0,

@@ -123,6 +123,12 @@ fn only_long_sequential_scans_are_split() {
     // is exact), but not a second scan of the chain's, nor a band.
     l.scans[l.chains[0].first_scan as usize].restart = 4;
     assert_eq!(l.split(64), first);
+    // One interval: a thread would decode it whole, twice.
+    let mcus = l.chains[0].mcus_x * l.chains[0].mcus_y;
+    l.scans[l.chains[0].first_scan as usize].restart = mcus;
+    assert!(l.split(64).iter().all(|&f| f == 0));
+    l.scans[l.chains[0].first_scan as usize].restart = mcus - 1;
+    assert_eq!(l.split(64), first);
     l.scans[l.chains[0].first_scan as usize].se = 5;
     assert!(l.split(64).iter().all(|&f| f == 0));
 }
