@@ -196,13 +196,7 @@ fn emu_split_scans_equal_libjpeg_turbo() -> Outcome {
 fn damaged_photos(decode: DecodeSplit, sets: &[&str]) -> Outcome {
     let root = common::corpus()?;
     let (mut photos, mut faulted) = (0, 0);
-    for (name, path, data) in files(&root, SEQUENTIAL, true) {
-        if !sets
-            .iter()
-            .any(|s| name.starts_with(&format!("photos/{s}/")))
-        {
-            continue;
-        }
+    for (name, path, data) in sequential_photos(&root, sets) {
         photos += 1;
         let cut = data[..data.len() * 3 / 5].to_vec();
         let mut ones = data.clone();
@@ -228,19 +222,31 @@ fn damaged_photos(decode: DecodeSplit, sets: &[&str]) -> Outcome {
         "damaged photos: {photos} sequential photos, twice each; {faulted} faulted, every fault \
          named by the split kernels"
     );
-    // imagenet-size has 160 sequential photos, full 128.
     if max_files().is_none() {
-        let want: usize = sets
-            .iter()
-            .map(|&s| if s == "full" { 128 } else { 160 })
-            .sum();
-        assert_eq!(photos, want, "the photos are not all there");
+        assert_eq!(photos, photos_in(sets), "the photos are not all there");
     }
     assert!(
         photos > 0 && faulted >= 2 * photos * 95 / 100,
         "{faulted} faulted"
     );
     Ok(())
+}
+
+/// The corpus's sequential photos in `sets` (folders of `photos/`), as
+/// [`files`] gives them (capped by `GPUFEED_TEST_MAX_FILES`).
+fn sequential_photos(
+    root: &Path,
+    sets: &[&str],
+) -> impl Iterator<Item = (String, std::path::PathBuf, Vec<u8>)> {
+    let prefixes: Vec<String> = sets.iter().map(|s| format!("photos/{s}/")).collect();
+    files(root, SEQUENTIAL, true).filter(move |f| prefixes.iter().any(|p| f.0.starts_with(p)))
+}
+
+/// How many sequential photos `sets` hold: imagenet-size 160, full 128.
+fn photos_in(sets: &[&str]) -> usize {
+    sets.iter()
+        .map(|&s| if s == "full" { 128 } else { 160 })
+        .sum()
 }
 
 type DecodeSplit<'a> =
@@ -281,15 +287,7 @@ fn restart_photos(decode: DecodeSplit, sets: &[&str], nth: usize) -> Outcome {
     use libjpeg::Restarts;
     let root = common::corpus()?;
     let (mut photos, mut faulted) = (0usize, 0usize);
-    let photo = |name: &str| {
-        sets.iter()
-            .any(|s| name.starts_with(&format!("photos/{s}/")))
-    };
-    for (i, (name, path, data)) in files(&root, SEQUENTIAL, true)
-        .filter(|f| photo(&f.0))
-        .step_by(nth)
-        .enumerate()
-    {
+    for (i, (name, path, data)) in sequential_photos(&root, sets).step_by(nth).enumerate() {
         let every = match i % 4 {
             0 => Restarts::Mcus(1),
             1 => Restarts::Rows(1),
@@ -341,11 +339,8 @@ fn restart_photos(decode: DecodeSplit, sets: &[&str], nth: usize) -> Outcome {
          {faulted} faulted, every fault named by the split kernels"
     );
     if max_files().is_none() {
-        let want: usize = sets
-            .iter()
-            .map(|&s| if s == "full" { 128 } else { 160 })
-            .sum();
-        assert_eq!(photos, want.div_ceil(nth), "the photos are not all there");
+        let want = photos_in(sets).div_ceil(nth);
+        assert_eq!(photos, want, "the photos are not all there");
     }
     assert!(photos > 0 && faulted >= 2 * photos, "{faulted} faulted");
     Ok(())
