@@ -300,6 +300,21 @@ extern "C" __global__ void gf_progressive(const GfChain* __restrict__ chains, un
 // fault before the block that would follow it. Everything else is as
 // without restarts, the check's induction included: a guess counts only
 // once the true decode is seen to arrive where it starts.
+//
+// One table for every block (session 51). Where every block of the MCU
+// is decoded with the same DC and AC tables (RGB-coded files, Adobe
+// transform 0: libjpeg gives all three components tables 0), a guess that
+// found the symbols' boundaries can still be a block off in the MCU, and
+// nothing in the bits ever tells it: the true state then travelled one
+// subsequence per round and the check decoded the rest again, serially
+// (at 256 bytes and 16 rounds, 728 of one 2000 x 1280 file's
+// subsequences). In such a scan without restart markers (`phaseless`,
+// MCUs of at most 4 blocks) the block within the MCU is left out of the
+// states compared, a run sums its DC differences by the block's place
+// counted from its own start, and the check, which knows every record's
+// first block (`base`), adds each sum to its component and gives the
+// write its true place. The bits decoded are the same whatever the place,
+// so the induction still holds on what is compared.
 
 // The bit in the segment where the next unread bit of `b` starts.
 __device__ __forceinline__ unsigned int gf_at(const GfBits& b) {
@@ -314,6 +329,7 @@ __device__ __forceinline__ unsigned int gf_at(const GfBits& b) {
 struct GfMcu {
     unsigned int n;
     unsigned char comp[10], x[10], y[10];
+    bool phaseless;  // "One table for every block" above
 };
 
 // The chain's scan if it can be split (a sequential scan that gf_scan_ok
@@ -345,6 +361,9 @@ __device__ __forceinline__ const GfScan* gf_split_scan(const GfSplit& p, const G
         total = ch.mcus_x * ch.mcus_y * m.n;
     }
     if (total == 0 || m.n == 0) return 0;
+    m.phaseless = s.restart == 0 && m.n > 1 && m.n <= 4;
+    for (unsigned int u = 1; u < m.n && m.phaseless; ++u)
+        m.phaseless = s.dc[m.comp[u]] == s.dc[m.comp[0]] && s.ac[m.comp[u]] == s.ac[m.comp[0]];
     return &s;
 }
 
@@ -374,7 +393,9 @@ __device__ __forceinline__ unsigned int gf_split_number(const GfChain& ch, const
 // Decode from `from` until the next symbol would start at or past bit
 // `stop` (with restart markers: until an interval would start there), or
 // a fault: the state there and what was met on the way, in `out` (its
-// `from`, `base` and `dc_base` untouched). WRITE: also store the
+// `from`, `base` and `dc_base` untouched; where m.phaseless, out.dc[j]
+// sums the DC differences of the blocks begun j, j + m.n, ... after
+// `from`, and out.to.u means nothing). WRITE: also store the
 // coefficients of the blocks below `total`, block numbers from out.base
 // and DC predictions from out.dc_base on, and return the first fault in
 // such a block, or before it (a restart marker's); faults in the padding
@@ -428,7 +449,7 @@ __device__ unsigned int gf_split_run(const GfChain& ch, const GfScan& s, const G
         if (k == 0) {
             const int t = gf_huff(b, tables[s.dc[i]]);
             const unsigned int diff = (unsigned int)gf_extend(gf_bits(b, t), t);
-            dc[i] += diff;
+            dc[m.phaseless ? blocks % m.n : (unsigned int)i] += diff;
             if (WRITE) {
                 pred[i] += diff;
                 blk = gf_split_block(ch, s, m, g);
@@ -518,8 +539,10 @@ __device__ __forceinline__ bool gf_split_sub(const GfSplit& p, unsigned int t, G
     return true;
 }
 
-__device__ __forceinline__ bool gf_at_eq(const GfAt& a, const GfAt& b) {
-    return a.ok && b.ok && a.pos == b.pos && a.u == b.u && a.k == b.k;
+// Where m.phaseless, the block within the MCU is not compared: the bits
+// decode the same from either state.
+__device__ __forceinline__ bool gf_at_eq(const GfAt& a, const GfAt& b, const GfMcu& m) {
+    return a.ok && b.ok && a.pos == b.pos && (m.phaseless || a.u == b.u) && a.k == b.k;
 }
 
 // Step 1, one thread per subsequence: records[t] from a guess.
@@ -576,7 +599,7 @@ extern "C" __global__ void gf_split_round(GfSplit p, unsigned int round) {
     const GfSync* in = (const GfSync*)p.sync + (size_t)(round & 1) * p.n_subs;
     GfSync* out = (GfSync*)p.sync + (size_t)((round + 1) & 1) * p.n_subs;
     out[t] = in[t];
-    if (q.j == 0 || !in[t - 1].to.ok || gf_at_eq(in[t].from, in[t - 1].to)) return;
+    if (q.j == 0 || !in[t - 1].to.ok || gf_at_eq(in[t].from, in[t - 1].to, q.m)) return;
     out[t].from = in[t - 1].to;
     gf_split_run<false>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m, out[t].from, q.stop,
                         q.total, out[t]);
@@ -645,7 +668,7 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
     const unsigned int subs = first[c + 1] - first[c];
     unsigned int base = 0, dc[4] = {0, 0, 0, 0};
     for (unsigned int t = first[c]; t < first[c + 1]; ++t) {
-        if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to)) {
+        if (t > first[c] && !gf_at_eq(r[t].from, r[t - 1].to, q.m)) {
             if (!r[t - 1].to.ok) {
                 gf_split_fault(q, r, t - 1, first[c + 1], status);
                 return;
@@ -658,7 +681,10 @@ extern "C" __global__ void gf_split_check(GfSplit p) {
         for (int i = 0; i < 4; ++i) r[t].dc_base[i] = (int)dc[i];
         base += r[t].blocks;
         // With restart markers every record starts an interval, DC 0.
-        if (q.s->restart == 0)
+        if (q.m.phaseless)
+            for (unsigned int j = 0; j < q.m.n; ++j)
+                dc[q.m.comp[(r[t].base + j) % q.m.n]] += (unsigned int)r[t].dc[j];
+        else if (q.s->restart == 0)
             for (int i = 0; i < 4; ++i) dc[i] += (unsigned int)r[t].dc[i];
     }
     // Short of the scan: the last subsequence, which runs on past the
@@ -680,6 +706,10 @@ extern "C" __global__ void gf_split_write(GfSplit p) {
     GfSync r = ((const GfSync*)p.sync)[(size_t)(p.rounds & 1) * p.n_subs + t];
     // Past the scan's last block (gf_split_fault): nothing of the scan.
     if (r.base > q.total) return;
+    // The block this record starts in: the one begun last before it, or
+    // the next (where m.phaseless, r.from.u may be a guess's).
+    if (q.m.phaseless)
+        r.from.u = (unsigned char)((r.base + (r.from.k != 0 ? q.m.n - 1 : 0)) % q.m.n);
     const unsigned int fault = gf_split_run<true>(*q.ch, *q.s, (const GfHuff*)p.tables, q.m,
                                                   r.from, q.stop, q.total, r);
     if (fault != GF_SCAN_OK) *status = fault;

@@ -400,6 +400,22 @@ fn split_restart_intervals_equal_one_thread_under_mutation() {
     });
 }
 
+/// The same on the sequential seeds encoded again RGB-coded (every block
+/// of the MCU decoded with the same tables, where the split kernels leave
+/// the block's place in the MCU out of the states they compare, since
+/// session 51), mutated as the plain seeds are.
+#[cfg(all(feature = "kernel-emu", feature = "turbojpeg"))]
+#[test]
+fn split_shared_tables_equal_one_thread_under_mutation() {
+    use gpufeed::jpeg::SofKind;
+    let sequential = seeds_of(|sof| matches!(sof, SofKind::Baseline | SofKind::Extended));
+    let seeds: Vec<Vec<u8>> = (sequential.iter())
+        .filter_map(|b| scans::libjpeg::rgb_coded(b, 1 << 22).ok())
+        .collect();
+    assert!(seeds.len() >= 20, "{} seeds encoded", seeds.len());
+    split_equals_one_thread("split-shared-tables", seeds, mutate);
+}
+
 /// Split (64 bytes, 0, 3 or 16 rounds in turn) against one thread on
 /// `seeds` mutated by `with`.
 #[cfg(feature = "kernel-emu")]

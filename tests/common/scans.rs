@@ -234,6 +234,55 @@ pub(crate) mod libjpeg {
         }
     }
 
+    /// `data` decoded (TurboJPEG's RGB8) and encoded again RGB-coded:
+    /// colour space RGB (Adobe transform 0), 4:4:4, quality 90. libjpeg
+    /// gives every component of such a file Huffman tables 0 (jcparam.c,
+    /// `jpeg_set_colorspace`), the split kernels' "One table for every
+    /// block" (kernels/progressive.cu); the corpus has four such files.
+    pub(crate) fn rgb_coded(data: &[u8], max_pixels: u64) -> Result<Vec<u8>, String> {
+        let (pixels, _) = rgb(data, max_pixels)?;
+        // SAFETY: plain TurboJPEG sessions: each handle is checked and
+        // destroyed here, `pixels` holds width * height * 3 bytes (`rgb`
+        // decoded the same header), the buffer libjpeg-turbo allocates is
+        // copied out and freed with tj3Free, and `data` is a live slice.
+        unsafe {
+            let h = raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as c_int);
+            if h.is_null() {
+                return Err("tj3Init failed".into());
+            }
+            let header = raw::tj3DecompressHeader(h, data.as_ptr(), data.len() as raw::size_t);
+            let w = raw::tj3Get(h, raw::TJPARAM_TJPARAM_JPEGWIDTH as c_int);
+            let ht = raw::tj3Get(h, raw::TJPARAM_TJPARAM_JPEGHEIGHT as c_int);
+            raw::tj3Destroy(h);
+            if header != 0 || pixels.len() != w.max(0) as usize * ht.max(0) as usize * 3 {
+                return Err("header".into());
+            }
+            let h = raw::tj3Init(raw::TJINIT_TJINIT_COMPRESS as c_int);
+            if h.is_null() {
+                return Err("tj3Init failed".into());
+            }
+            for (param, value) in [
+                (raw::TJPARAM_TJPARAM_COLORSPACE, raw::TJCS_TJCS_RGB as c_int),
+                (
+                    raw::TJPARAM_TJPARAM_SUBSAMP,
+                    raw::TJSAMP_TJSAMP_444 as c_int,
+                ),
+                (raw::TJPARAM_TJPARAM_QUALITY, 90),
+            ] {
+                raw::tj3Set(h, param as c_int, value);
+            }
+            let mut buf: *mut u8 = std::ptr::null_mut();
+            let mut size: raw::size_t = 0;
+            let pf = raw::TJPF_TJPF_RGB as c_int;
+            let r = raw::tj3Compress8(h, pixels.as_ptr(), w, w * 3, ht, pf, &mut buf, &mut size);
+            raw::tj3Destroy(h);
+            let out = (r == 0 && !buf.is_null() && size > 0)
+                .then(|| std::slice::from_raw_parts(buf, size as usize).to_vec());
+            raw::tj3Free(buf.cast::<c_void>());
+            out.ok_or_else(|| "libjpeg-turbo could not encode it".into())
+        }
+    }
+
     pub(crate) fn coefficients(data: &[u8], max_pixels: u64) -> Result<(Rows, bool), String> {
         let mut rows: Rows = Vec::new();
         // SAFETY: a plain TurboJPEG session: the handle is checked and
