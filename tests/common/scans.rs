@@ -152,9 +152,16 @@ pub(crate) mod libjpeg {
         0
     }
 
+    type SizedRgb = Result<(Vec<u8>, (c_int, c_int), bool), String>;
+
     /// libjpeg-turbo's RGB8 decode with TurboJPEG's defaults, and whether
     /// it warned.
     pub(crate) fn rgb(data: &[u8], max_pixels: u64) -> Result<(Vec<u8>, bool), String> {
+        sized_rgb(data, max_pixels).map(|(out, _, warned)| (out, warned))
+    }
+
+    /// [`rgb`] with the image's width and height.
+    fn sized_rgb(data: &[u8], max_pixels: u64) -> SizedRgb {
         // SAFETY: a plain TurboJPEG session: the handle is checked and
         // destroyed here; the output holds width * height * 3 bytes, as
         // the header read first says, and `data` is a live slice.
@@ -181,8 +188,8 @@ pub(crate) mod libjpeg {
             let warning = raw::tj3GetErrorCode(h) == raw::TJERR_TJERR_WARNING as c_int;
             raw::tj3Destroy(h);
             match r {
-                0 => Ok((out, false)),
-                _ if warning => Ok((out, true)),
+                0 => Ok((out, (w, ht), false)),
+                _ if warning => Ok((out, (w, ht), true)),
                 _ => Err("libjpeg-turbo refused it".into()),
             }
         }
@@ -238,25 +245,15 @@ pub(crate) mod libjpeg {
     /// colour space RGB (Adobe transform 0), 4:4:4, quality 90. libjpeg
     /// gives every component of such a file Huffman tables 0 (jcparam.c,
     /// `jpeg_set_colorspace`), the split kernels' "One table for every
-    /// block" (kernels/progressive.cu); the corpus has four such files.
+    /// block" (kernels/progressive.cu); the corpus has a few such files,
+    /// `tricky/jpeg-js/truecolor.jpg` among them.
     pub(crate) fn rgb_coded(data: &[u8], max_pixels: u64) -> Result<Vec<u8>, String> {
-        let (pixels, _) = rgb(data, max_pixels)?;
-        // SAFETY: plain TurboJPEG sessions: each handle is checked and
-        // destroyed here, `pixels` holds width * height * 3 bytes (`rgb`
-        // decoded the same header), the buffer libjpeg-turbo allocates is
-        // copied out and freed with tj3Free, and `data` is a live slice.
+        let (pixels, (w, ht), _) = sized_rgb(data, max_pixels)?;
+        // SAFETY: a plain TurboJPEG session: the handle is checked and
+        // destroyed here, `pixels` holds w * ht * 3 bytes (`sized_rgb`),
+        // and the buffer libjpeg-turbo allocates is copied out and freed
+        // with tj3Free.
         unsafe {
-            let h = raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as c_int);
-            if h.is_null() {
-                return Err("tj3Init failed".into());
-            }
-            let header = raw::tj3DecompressHeader(h, data.as_ptr(), data.len() as raw::size_t);
-            let w = raw::tj3Get(h, raw::TJPARAM_TJPARAM_JPEGWIDTH as c_int);
-            let ht = raw::tj3Get(h, raw::TJPARAM_TJPARAM_JPEGHEIGHT as c_int);
-            raw::tj3Destroy(h);
-            if header != 0 || pixels.len() != w.max(0) as usize * ht.max(0) as usize * 3 {
-                return Err("header".into());
-            }
             let h = raw::tj3Init(raw::TJINIT_TJINIT_COMPRESS as c_int);
             if h.is_null() {
                 return Err("tj3Init failed".into());
