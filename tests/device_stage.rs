@@ -615,7 +615,16 @@ fn emu_engine_reads_page_locked_blocks() {
 /// same keys and labels as the CPU backend, epoch after epoch.
 fn gpu_decoder_memory_is_counted_and_bounded() -> Outcome {
     gpu()?;
-    let f = |b: PipelineBuilder| b.batch_size(8).gpu_decode(true).hardware_decode_share(0.0);
+    // nvJPEG's CUDA route, whatever `GPUFEED_SEQUENTIAL_GPU` says: the
+    // scan kernels hold no decoder of the pool, so with them the limit
+    // had nothing to refuse (H200, 2026-11-30).
+    let f = |b: PipelineBuilder| {
+        b.batch_size(8)
+            .gpu_decode(true)
+            .hardware_decode_share(0.0)
+            .sequential_kernels(false)
+            .progressive_kernels(false)
+    };
     let mut cpu = f(base(sample(), Device::Cpu)).build().unwrap();
     let mut roomy = f(base(sample(), Device::Cuda(0))).build().unwrap();
     let n: usize = roomy.epoch(0).map(|b| b.unwrap().len()).sum();

@@ -140,13 +140,20 @@ impl Staging {
         files: impl Iterator<Item = &'f [u8]>,
         bytes: usize,
     ) -> Result<&[u8]> {
+        if bytes == 0 {
+            // Every file of the call was read into page-locked blocks.
+            // Before, a lane whose first call was such a call had no
+            // staging and panicked here (photos/full on an H200,
+            // 2026-11-30).
+            return Ok(&[]);
+        }
         if let Some(e) = self.copied.take() {
             e.synchronize().map_err(Error::cuda("staging event"))?;
         }
         let have = self.buf.as_ref().map_or(0, |b| b.len());
         if have < bytes {
             self.buf = None;
-            let len = bytes.max(2 * have).max(1);
+            let len = bytes.max(2 * have);
             // SAFETY: u8 has no invalid values, and only the bytes packed
             // below are ever read (by the copy to the device).
             let buf = unsafe { ctx.alloc_pinned::<u8>(len) }
@@ -156,7 +163,7 @@ impl Staging {
         let host = self
             .buf
             .as_mut()
-            .expect("allocated above")
+            .expect("allocated above, or as large as bytes > 0")
             .as_mut_slice()
             .map_err(Error::cuda("pinned staging"))?;
         pack(host, files);
