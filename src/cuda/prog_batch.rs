@@ -249,6 +249,33 @@ fn copy_files<E>(
     Ok(())
 }
 
+/// The largest call met by any lane of a pipeline, as the files' bytes
+/// and coefficients, grown to twice at least when passed. Each lane grows
+/// its buffers for the files to these, so that the lanes stop growing
+/// once the largest calls have been met by any of them, not each lane at
+/// its own next largest call: with one mark per lane the emulated lanes'
+/// memory still grew at epoch 35 of 60 (`tests/memory.rs`, session 52;
+/// issue 16, item 5).
+#[derive(Debug, Default)]
+pub(crate) struct Marks([std::sync::atomic::AtomicUsize; 2]);
+
+impl Marks {
+    /// `need` raised to the marks; a mark that `need` passes first grows to
+    /// `need`, or twice itself if more.
+    pub(crate) fn raise(&self, need: [usize; 2]) -> [usize; 2] {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = need;
+        for (m, n) in self.0.iter().zip(&mut out) {
+            let grown = |cur: usize| (*n > cur).then(|| (*n).max(2 * cur));
+            *n = match m.fetch_update(Relaxed, Relaxed, grown) {
+                Ok(cur) => (*n).max(2 * cur),
+                Err(cur) => cur,
+            };
+        }
+        out
+    }
+}
+
 /// Device buffers for batches of progressive files on one stream, grown
 /// as batches need and reused.
 pub(crate) struct Buffers {
@@ -267,6 +294,9 @@ pub(crate) struct Buffers {
     status: Grown<u32>,
     sub_first: Grown<u32>,
     sync: Grown<u32>,
+    /// The sizes the files' buffers are grown to, shared by a pipeline's
+    /// lanes ([`Marks`]).
+    marks: Arc<Marks>,
     /// Recorded before the status download and waited on, blocking
     /// (made on first use).
     done: Option<CudaEvent>,
@@ -320,10 +350,17 @@ impl Buffers {
             status: Grown(None),
             sub_first: Grown(None),
             sync: Grown(None),
+            marks: Arc::default(),
             done: None,
             pipeline: scan_pipeline(),
             sub_bytes: split_bytes(),
         }
+    }
+
+    /// Grow the files' buffers to `marks`, shared with other lanes.
+    pub(crate) fn with_marks(mut self, marks: Arc<Marks>) -> Buffers {
+        self.marks = marks;
+        self
     }
 
     /// Page-locked host bytes held (the files' staging).
@@ -373,7 +410,7 @@ impl Buffers {
         self.ctx
             .bind_to_thread()
             .map_err(Error::cuda("bind context"))?;
-        let (bytes, coefs) = sizes(plans, files);
+        let [bytes, coefs] = self.marks.raise(sizes(plans, files).into());
         self.data.at_least(&s, bytes)?;
         self.coef.at_least(&s, coefs)?;
         self.samples.at_least(&s, coefs)?;

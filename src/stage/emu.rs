@@ -180,6 +180,8 @@ pub(super) struct EmuProgLane {
     pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
     /// (device, page-locked) bytes counted for the kernels' buffers.
     pub(super) held: (usize, usize),
+    /// The sizes those grow to, shared with the other lanes, as on CUDA.
+    pub(super) marks: std::sync::Arc<crate::cuda::prog_batch::Marks>,
 }
 
 /// Per job: decoded by the kernels (`true`) or, refused by them, by the
@@ -215,15 +217,28 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
     // Charged as the CUDA lane charges its buffers' growth (no driver
     // allocation counted: those are nvJPEG's, `Stats::decoder_allocations`).
     // The ledger has no limit: the charges always go through.
+    // They grow as the CUDA lane's do: to the pipeline's marks, and to
+    // twice their size at least (`prog_batch::Marks`, `Grown`, `Staging`).
     use crate::decode::nvjpeg::Kind;
-    let device = files + 3 * coefs;
+    let grown = |held: usize, need: usize| {
+        if need > held {
+            need.max(2 * held)
+        } else {
+            held
+        }
+    };
+    let [files, coefs] = lane.marks.raise([files, coefs]);
+    let held = (
+        grown(lane.held.0, files + 3 * coefs),
+        grown(lane.held.1, files),
+    );
     let _ = lane
         .ledger
-        .charge(Kind::Device, device.saturating_sub(lane.held.0) as u64);
+        .charge(Kind::Device, (held.0 - lane.held.0) as u64);
     let _ = lane
         .ledger
-        .charge(Kind::Pinned, files.saturating_sub(lane.held.1) as u64);
-    lane.held = (lane.held.0.max(device), lane.held.1.max(files));
+        .charge(Kind::Pinned, (held.1 - lane.held.1) as u64);
+    lane.held = held;
     let reply = planned
         .into_iter()
         .map(|(j, p)| decode_progressive(lane, j, p))

@@ -199,6 +199,7 @@ pub(super) fn make(
                 // for the host, a CPU decoder for what they refuse.
                 let prog_kinds = KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
                 let prog = if cfg.progressive || cfg.sequential {
+                    let marks = Arc::<crate::cuda::prog_batch::Marks>::default();
                     let states = (0..prog_kinds.lanes())
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
@@ -206,6 +207,7 @@ pub(super) fn make(
                                 img: crate::decode::Image::default(),
                                 ledger: ledgers.route.clone(),
                                 held: (0, 0),
+                                marks: marks.clone(),
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;

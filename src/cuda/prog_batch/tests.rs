@@ -1,7 +1,7 @@
 //! How a batch's files reach the device: each byte once, where the
 //! layout puts it, from the readers' blocks or the staging.
 
-use super::{Upload, uploads};
+use super::{Marks, Upload, uploads};
 
 /// Replays `uploads` on the host: the device buffer it fills, and the
 /// staging it reads (the unpinned files packed in order).
@@ -114,4 +114,18 @@ fn a_batch_through_the_lane_layout_equals_each_file_alone() {
             assert!(got.pixels == alone.pixels, "{}", path.display());
         }
     }
+}
+
+/// The lanes' shared marks: a call under them is raised to them, one
+/// over them moves them to itself or to twice them, whichever is more,
+/// so that calls a little larger than any before grow the buffers once,
+/// not at each new record.
+#[test]
+fn marks_grow_to_twice_at_least_and_raise_smaller_calls() {
+    let m = Marks::default();
+    assert_eq!(m.raise([100, 10]), [100, 10]);
+    assert_eq!(m.raise([50, 5]), [100, 10], "raised to the marks");
+    assert_eq!(m.raise([120, 10]), [200, 10], "twice the mark");
+    assert_eq!(m.raise([150, 35]), [200, 35], "the call, more than twice");
+    assert_eq!(m.raise([0, 0]), [200, 35]);
 }

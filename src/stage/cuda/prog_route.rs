@@ -82,12 +82,13 @@ pub(super) fn lanes(
     observe: Option<crate::cuda::lanes::Observe>,
 ) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
     let mut states = Vec::new();
+    let marks = Arc::<crate::cuda::prog_batch::Marks>::default();
     for _ in 0..lanes.max(1) {
         let stream = ctx
             .new_stream()
             .map_err(Error::cuda("progressive stream"))?;
         states.push(ProgLane {
-            buffers: Buffers::new(ctx, stream, kernels.clone()),
+            buffers: Buffers::new(ctx, stream, kernels.clone()).with_marks(marks.clone()),
             ctx: ctx.clone(),
             ledger: ledger.clone(),
             counted: 0,
