@@ -26,6 +26,10 @@ fn base(device: Device) -> PipelineBuilder {
         .workers(2)
         .output_size(32, 48)
         .gpu_decode(true)
+        // The automatic share prices the CUDA share by the workers' host
+        // phases, which the scan kernels (the default route since
+        // session 52) skip; it does not model them (`sequential_kernels`).
+        .sequential_kernels(false)
 }
 
 /// Issue 16, item 3: the automatic share, starting at 1, moves once it

@@ -138,8 +138,14 @@ fn bench_prints_a_table_and_json() {
         let held = v["decoder_pinned_bytes"].as_u64().unwrap();
         assert!(held > 0, "{v}");
         assert!(v["decoder_peak_bytes"].as_u64().unwrap() >= held, "{v}");
-        // The routes' counts (issue 16): every sample photo is nvJPEG's.
-        let routes = ["decoded_hardware", "decoded_cuda", "decoded_cpu_fallback"];
+        // The routes' counts (issue 16): every sample photo is the
+        // device's (the scan kernels' since session 52, or nvJPEG's).
+        let routes = [
+            "decoded_hardware",
+            "decoded_cuda",
+            "decoded_progressive",
+            "decoded_cpu_fallback",
+        ];
         let n: u64 = routes.iter().map(|k| v[*k].as_u64().unwrap()).sum();
         assert_eq!(n, 28, "{v}");
     }

@@ -88,12 +88,22 @@ fn gpu() -> Result<Target, common::NotRun> {
 }
 
 fn base(source: Source, device: Device) -> PipelineBuilder {
-    Pipeline::builder()
+    let b = Pipeline::builder()
         .source(source)
         .device(device)
         .batch_size(5)
         .workers(2)
-        .output_size(32, 48)
+        .output_size(32, 48);
+    // The emulated engine and workers decode with the CPU backend's own
+    // decoder, so these tests compare with it bit for bit; the scan
+    // kernels, the default route since session 52, decode as
+    // libjpeg-turbo does and are compared with it in
+    // tests/kernel_routes.rs. On a GPU these tests take the default.
+    #[cfg(feature = "kernel-emu")]
+    if device == Device::Emulated {
+        return b.sequential_kernels(false);
+    }
+    b
 }
 
 /// Run `epochs` on the CPU backend and on `target` with the same settings;

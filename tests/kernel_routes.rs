@@ -378,6 +378,7 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
             .progressive_kernels(on && !sequential)
             .sequential_kernels(on && (sequential || both))
             .hardware_decode_share(if sequential || both { 0.0 } else { 1.0 })
+            .batches_in_flight(3)
             .trace(on)
             .build()
             .unwrap()
@@ -422,7 +423,7 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
     if both {
         // Calls at the sequential files' lanes (0..n) and at the
         // progressive files' (n..2n): a lane per kind and batch in flight
-        // (the default 3), unless the environment says otherwise.
+        // (3 here), unless the environment says otherwise.
         let n: usize = std::env::var("GPUFEED_PROGRESSIVE_LANES")
             .ok()
             .and_then(|v| v.parse().ok())

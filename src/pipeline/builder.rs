@@ -37,18 +37,20 @@ pub enum Device {
 }
 
 /// Share of the images the hardware JPEG engine supports that go to it.
-/// Measured on an H100 with 16 cores (docs/BENCHMARKS.md, 2026-11-22,
-/// a304280), end to end at batch 256: share 1 ran 5833 img/s at 0.33
-/// CPU-s per 1000 images, share 0 (CUDA, Huffman on the 16 workers) 11327
-/// at 1.30, every mix slower than either end. The engine costs a quarter
-/// of the CPU time per image and leaves the SMs to training, which is
-/// what this crate is for; share 0 is the choice for a trainer with idle
-/// cores. DALI's 0.65 (`hw_decoder_load`) was tuned on A100s. With 3
-/// batches in flight on an H200 (2026-11-26, 243e3c9; 7 and 3 runs):
-/// share 1 15,100–16,800 img/s at 0.20–0.25 CPU-s per 1000 images, share
-/// 0 14,700–16,900 at 0.79–1.01, share 0.5 slower than either
-/// (12,300–14,000).
-const DEFAULT_HARDWARE_SHARE: f32 = 1.0;
+/// 0 since session 52: with the sequential scan kernels on (the default)
+/// the CUDA share decodes on gpufeed's own kernels, no longer with
+/// Huffman decoding on the workers, and on an H200 (2026-11-30, 16
+/// cores, `photos/imagenet-size`, batch 256, f16) share 0 with 6 batches
+/// in flight ran 46,496 img/s at 0.172 CPU-ms per image (38,490 at 0.198
+/// in a second call, at 50e26ac) against the engine's 15,046 at 0.236
+/// (13,869 at 0.255) with 3 in flight, and `photos/full` 7,328 against
+/// 7,269 (6,894 against 6,306): docs/BENCHMARKS.md. The rule that chose
+/// it was written before those runs (docs/RELIABILITY.md, "The next
+/// lease"). Before, on an H100 (2026-11-22, a304280), share 1 ran 5,833
+/// img/s at 0.33 CPU-ms per image and share 0 with nvJPEG's CUDA route
+/// 11,327 at 1.30, every mix slower than either end; DALI's 0.65
+/// (`hw_decoder_load`) was tuned on A100s.
+const DEFAULT_HARDWARE_SHARE: f32 = 0.0;
 
 /// Configures and builds a [`Pipeline`].
 #[derive(Debug, Clone)]
@@ -133,7 +135,7 @@ impl Default for PipelineBuilder {
             in_flight: DEFAULT_IN_FLIGHT,
             engine_call: 0,
             progressive: std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1"),
-            sequential: std::env::var("GPUFEED_SEQUENTIAL_GPU").as_deref() == Ok("1"),
+            sequential: std::env::var("GPUFEED_SEQUENTIAL_GPU").as_deref() != Ok("0"),
             sequential_max_pixels: std::env::var("GPUFEED_SEQUENTIAL_MAX_PIXELS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -384,11 +386,13 @@ impl PipelineBuilder {
     }
 
     /// Share (0..=1) of the images the hardware JPEG engine supports that
-    /// are sent to it; the rest decode with CUDA (Huffman decoding on the
-    /// worker threads). Default 1: on an H100 the engine took a quarter of
-    /// the CPU time per image of CUDA, which decoded twice as many images
-    /// per second using all 16 cores; mixes were slower than either
-    /// (docs/BENCHMARKS.md). Measure with `gpufeed bench --sweep
+    /// are sent to it; the rest decode on the CUDA route (gpufeed's scan
+    /// kernels, see [`sequential_kernels`](Self::sequential_kernels), else
+    /// nvJPEG with Huffman decoding on the worker threads). Default 0: on
+    /// an H200 the scan kernels at share 0 ran 2.8 to 3.1 times the
+    /// engine's img/s at share 1, at less CPU time per image
+    /// (2026-11-30, docs/BENCHMARKS.md); 1 leaves the SMs to training,
+    /// at about a third of the speed. Measure with `gpufeed bench --sweep
     /// hardware-share=0,1`. Which
     /// images go is drawn from `(seed, epoch, sample)`, like the crops, so
     /// an epoch's pixels do not depend on what else shares its batches.
@@ -427,14 +431,16 @@ impl PipelineBuilder {
     }
 
     /// Batches whose JPEGs decode on the device at once (nvJPEG route,
-    /// CUDA backend): while the hardware engine decodes the next batch, the
-    /// CUDA route, the augment kernel and the trainer work on the one
+    /// CUDA backend): while the scan kernels or the hardware engine decode
+    /// the next batch, the augment kernel and the trainer work on the one
     /// before. Each costs a decode arena of 4 × `staging_bytes` of device
-    /// memory and an engine lane (a thread with its own nvJPEG state and
-    /// stream). 1 decodes one batch at a time. Default 3: on an H200
-    /// (2026-11-26, 243e3c9, share 1) 1, 2, 3 and 4 ran 13,723, 14,726,
-    /// 15,457 and 15,583 img/s (docs/BENCHMARKS.md); past 3 the engine is
-    /// the limit. Ignored by the CPU backend and by `gpu_decode(false)`.
+    /// memory, a scan-kernel lane and, at an engine share above 0, an
+    /// engine lane (a thread with its own nvJPEG state and stream). 1
+    /// decodes one batch at a time. Default 6: on an H200 (2026-11-30,
+    /// aeb05d5, the scan kernels at share 0) 4, 6 and 8 ran 43,837, 46,853
+    /// and 44,997 img/s (docs/BENCHMARKS.md); at share 1 (243e3c9) past 3
+    /// the engine was the limit. Ignored by the CPU backend and by
+    /// `gpu_decode(false)`.
     pub fn batches_in_flight(mut self, n: usize) -> Self {
         self.in_flight = n;
         self
@@ -477,34 +483,33 @@ impl PipelineBuilder {
     }
 
     /// Decode the CUDA route's sequential JPEGs (the share the hardware
-    /// engine does not take) with the same kernels, at the progressive
-    /// lanes, instead of nvJPEG: under 1 MP its host phase on the
-    /// workers, whose Huffman decoding costs about 1 CPU-ms per image
-    /// (issue 16, item 3c); from 1 MP its GPU Huffman (4,230 img/s when
-    /// given every image on an H200, 2026-11-26; it timed out on the fuzz
-    /// corpus). With one GPU thread per image a batch of 256 took 49 ms
-    /// on an H200 (2026-11-27), and the pipeline a quarter of its speed;
-    /// the split kernels now decode a scan's subsequences (256 bytes) on
-    /// threads of their own (`kernels/progressive.cu`). Beside the
-    /// progressive lanes, whose calls wait for their slowest progressive
-    /// photo, every Huffman decode left the CPU (0.085 CPU-ms per image at
-    /// share 0) but at 5,500 img/s; without them (progressive photos to
-    /// the workers) on `photos/imagenet-size` at share 0 and 6 batches in
-    /// flight, 26,300-30,000 img/s at 0.2 CPU-ms per image, twice the
-    /// engine's best, but `photos/full` at 756 img/s against the default's
-    /// 5,860, with 8 rounds of resynchronisation (now 16; unmeasured on
-    /// a GPU): H200, 4bbffad, docs/BENCHMARKS.md.
-    /// Equal to
-    /// libjpeg-turbo byte for byte on the emulated device
+    /// engine does not take) with gpufeed's scan kernels
+    /// (`kernels/progressive.cu`), at lanes of their own, instead of
+    /// nvJPEG, whose host phase costs the workers about 1 CPU-ms of
+    /// Huffman decoding per image (issue 16, item 3c). The kernels split
+    /// each scan into subsequences of 256 bytes, one GPU thread each,
+    /// resynchronised in 16 rounds and a check. Progressive files stay on
+    /// the workers (see `progressive_kernels`).
+    ///
+    /// Default true, or false where the environment sets
+    /// `GPUFEED_SEQUENTIAL_GPU=0`. On an H200 (2026-11-30, 16 cores,
+    /// batch 256, f16, 6 batches in flight, share 0) it ran
+    /// `photos/imagenet-size` at 46,496 img/s and 0.172 CPU-ms per image
+    /// (38,490 and 0.198 in a second call), against 15,046 (13,869) for
+    /// the hardware engine alone, and `photos/full` at 7,328 (6,894)
+    /// against 7,269 (6,306): docs/BENCHMARKS.md. It holds more device
+    /// memory than the engine: 1.9 GiB of arenas and 3.1 GiB of
+    /// coefficient and sample buffers there (`Pipeline::memory`).
+    ///
+    /// Equal to libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs, tests/kernel_routes.rs); what the kernels
-    /// refuse (12-bit, damaged
-    /// scans) decodes as the engine's refusals do. The automatic share
+    /// refuse (12-bit, incomplete progressions, damaged scans) decodes on
+    /// nvJPEG's route or the CPU, as the engine's refusals do. The
+    /// automatic share
     /// ([`hardware_decode_share_auto`](Self::hardware_decode_share_auto))
     /// does not model it yet: it prices the CUDA share by the workers'
     /// host phases, which these images skip, so pair it with a fixed
-    /// share. Default false, or true where the environment sets
-    /// `GPUFEED_SEQUENTIAL_GPU=1`: hidden until a GPU shows it keeps pace.
-    #[doc(hidden)]
+    /// share.
     pub fn sequential_kernels(mut self, yes: bool) -> Self {
         self.sequential = yes;
         self
@@ -635,8 +640,12 @@ impl PipelineBuilder {
     }
 }
 
-/// Batches decoding at once by default (issue 16 asks for 2 to 4).
-const DEFAULT_IN_FLIGHT: usize = 3;
+/// Batches decoding at once by default. 6 with the scan kernels' lanes
+/// (one call per batch, each waiting for its batch's slowest file): on an
+/// H200 (2026-11-30, aeb05d5) 4, 6 and 8 ran 43,837, 46,853 and 44,997
+/// img/s, 6 the best, at 0.5 GiB more device memory than 4
+/// (docs/BENCHMARKS.md).
+const DEFAULT_IN_FLIGHT: usize = 6;
 
 /// `decoder_memory_limit`'s default (issue 16, item 5). On
 /// photos/imagenet-size at batch 256 the pool added about 0.8 GiB of
