@@ -92,6 +92,21 @@ grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\
   "$logs/lscpu.txt" || true
 echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
 
+# The logs packed every 20 s while the phases run, without the traces,
+# so that a call cut at the device tool's limit still brings back what
+# ran (session 52's `checks` call, killed at 190 s, brought back nothing).
+pack_logs() {
+  local part=$LOGS_TAR.${part_suffix:-part}
+  tar czf "$part" --exclude bench-data --exclude bench-data-full --exclude py \
+    --exclude train-data --exclude kernel-cache "$@" -C "$(dirname "$logs")" \
+    "$(basename "$logs")" 2>/dev/null && mv -f "$part" "$LOGS_TAR"
+}
+packer=
+if [ -n "${LOGS_TAR:-}" ]; then
+  (part_suffix=tick; while sleep 20; do pack_logs --exclude '*.json' --exclude '*.png'; done) &
+  packer=$!
+fi
+
 for phase in "${phases[@]}"; do
   case $phase in
     quick)
@@ -595,16 +610,14 @@ for phase in "${phases[@]}"; do
 done
 echo "logs: $logs"
 if [ -n "${LOGS_TAR:-}" ]; then
-  pack() {
-    tar czf "$LOGS_TAR" --exclude bench-data --exclude bench-data-full --exclude py \
-      --exclude train-data "$@" -C "$(dirname "$logs")" "$(basename "$logs")"
-  }
-  pack
+  kill "$packer" 2>/dev/null
+  wait "$packer" 2>/dev/null
+  pack_logs
   # The device tool brings back files of at most 16 MiB: past that, the
   # traces (Chrome JSON; their pictures stay) are left out.
   if [ "$(stat -c %s "$LOGS_TAR")" -gt 15000000 ]; then
     echo "logs over 15 MB packed: traces (*.json but the bench tables) left out" | tee -a "$logs/summary.txt"
-    pack --exclude 'cupti-share-*.json' --exclude 'trace-*.json'
+    pack_logs --exclude 'cupti-share-*.json' --exclude 'trace-*.json'
   fi
 fi
 exit $status
