@@ -410,10 +410,13 @@ impl Buffers {
         self.ctx
             .bind_to_thread()
             .map_err(Error::cuda("bind context"))?;
-        let [bytes, coefs] = self.marks.raise(sizes(plans, files).into());
-        self.data.at_least(&s, bytes)?;
-        self.coef.at_least(&s, coefs)?;
-        self.samples.at_least(&s, coefs)?;
+        let (bytes, coefs) = sizes(plans, files);
+        // Grown to the lanes' marks; `coefs` stays this call's (the
+        // zeroing covers only these).
+        let [grow_bytes, grow_coefs] = self.marks.raise([bytes, coefs]);
+        self.data.at_least(&s, grow_bytes)?;
+        self.coef.at_least(&s, grow_coefs)?;
+        self.samples.at_least(&s, grow_coefs)?;
         let bases = (
             self.data.address(&s),
             self.coef.address(&s),
