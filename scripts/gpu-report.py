@@ -67,10 +67,14 @@ def targets(named):
     runs = dict(named)
     out = []
     # imagenet-size runs: not photos/full's, not the peers', not those
-    # with a diagnostic on (their own rows).
+    # with a diagnostic on (their own rows). The scan kernels' runs count
+    # (`GPUFEED_SEQUENTIAL_GPU=1` chose a route, the default since
+    # session 52): at aeb05d5 this line named the engine's run the best.
     plain = {n: r for n, r in runs.items()
-             if n.startswith(("shares ", "shares-base ", "in-flight-engine ", "engine-call "))
-             or n == "bench-cuda"}
+             if n.startswith(("shares ", "shares-base ", "in-flight-engine ", "engine-call ",
+                              "sequential-in-flight "))
+             or n in ("bench-cuda", "bench-cuda-beside-dali", "bench-cuda-sequential",
+                      "bench-cuda-sequential-beside-dali")}
     if plain:
         best = max(plain, key=lambda n: plain[n]["img_per_s"])
         b = plain[best]["img_per_s"]
