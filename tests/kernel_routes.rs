@@ -234,9 +234,10 @@ fn first_scans_only(
         if !name.starts_with("photos/") || out.len() == 8 {
             continue;
         }
-        let Some(end) = first_scan_end(&data) else {
+        let Some((scan, _)) = scans::first_scan(&data) else {
             continue;
         };
+        let end = scan.end;
         let mut cut = data[..end].to_vec();
         cut.extend_from_slice(&[0xFF, 0xD9]);
         let path = dir.join(format!("{}.jpg", out.len()));
@@ -244,20 +245,6 @@ fn first_scans_only(
         out.push((path, cut));
     }
     out
-}
-
-/// Where the first scan's entropy-coded data ends: the first marker after
-/// it other than a stuffed 0xFF or a restart marker (T.81 B.1.1.5,
-/// B.1.1.2).
-fn first_scan_end(data: &[u8]) -> Option<usize> {
-    let sos = data.windows(2).position(|w| w == [0xFF, 0xDA])?;
-    let len = usize::from(u16::from_be_bytes([
-        *data.get(sos + 2)?,
-        *data.get(sos + 3)?,
-    ]));
-    let start = sos + 2 + len;
-    (start..data.len().saturating_sub(1))
-        .find(|&i| data[i] == 0xFF && !matches!(data[i + 1], 0x00 | 0xD0..=0xD7 | 0xFF))
 }
 
 /// Two epochs of `source` on `device` against the CPU backend, each

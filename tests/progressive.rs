@@ -308,7 +308,7 @@ fn restart_photos(decode: DecodeSplit, sets: &[&str], nth: usize) -> Outcome {
             panic!("{name}: {d}");
         }
         photos += 1;
-        let markers = restart_markers(&rst);
+        let markers = scans::first_scan(&rst).expect("no SOS").1;
         assert!(markers.len() >= 2, "{name}: {} markers", markers.len());
         let mid = markers[markers.len() / 2];
         let mut renumbered = rst.clone();
@@ -347,36 +347,6 @@ fn restart_photos(decode: DecodeSplit, sets: &[&str], nth: usize) -> Outcome {
     }
     assert!(photos > 0 && faulted >= 2 * photos, "{faulted} faulted");
     Ok(())
-}
-
-/// Where the restart markers of `data`'s first scan are (the 0xFF of
-/// each 0xFF 0xD0-0xD7): after its SOS segment, up to the next other
-/// marker.
-fn restart_markers(data: &[u8]) -> Vec<usize> {
-    let mut at = 2;
-    while at + 4 <= data.len() && data[at] == 0xFF && data[at + 1] != 0xDA {
-        at += 2 + usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
-    }
-    assert!(at + 4 <= data.len(), "no SOS");
-    at += 2 + usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
-    let mut out = Vec::new();
-    while at + 1 < data.len() {
-        if data[at] == 0xFF {
-            match data[at + 1] {
-                0x00 => {}
-                0xD0..=0xD7 => out.push(at),
-                0xFF => {
-                    at += 1;
-                    continue;
-                }
-                _ => break,
-            }
-            at += 2;
-        } else {
-            at += 1;
-        }
-    }
-    out
 }
 
 #[cfg(feature = "kernel-emu")]

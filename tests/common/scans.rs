@@ -119,6 +119,42 @@ pub(crate) fn enough() -> usize {
     max_files().map_or(40, |n| n.clamp(1, 40))
 }
 
+/// The first scan of `data`: its entropy-coded bytes, from after its SOS
+/// segment (the segments before it walked by their lengths) to the next
+/// marker other than a stuffed 0xFF, a fill byte or a restart marker
+/// (T.81 B.1.1.2, B.1.1.5), and where its restart markers are (the 0xFF
+/// of each 0xFF 0xD0-0xD7). None without an SOS segment.
+pub(crate) fn first_scan(data: &[u8]) -> Option<(std::ops::Range<usize>, Vec<usize>)> {
+    let len_at = |at: usize| usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
+    let mut at = 2;
+    while at + 4 <= data.len() && data[at] == 0xFF && data[at + 1] != 0xDA {
+        at += 2 + len_at(at);
+    }
+    if at + 4 > data.len() {
+        return None;
+    }
+    at += 2 + len_at(at);
+    let start = at;
+    let mut restarts = Vec::new();
+    while at + 1 < data.len() {
+        if data[at] == 0xFF {
+            match data[at + 1] {
+                0x00 => {}
+                0xD0..=0xD7 => restarts.push(at),
+                0xFF => {
+                    at += 1;
+                    continue;
+                }
+                _ => break,
+            }
+            at += 2;
+        } else {
+            at += 1;
+        }
+    }
+    Some((start.min(data.len())..at.min(data.len()), restarts))
+}
+
 pub(crate) mod libjpeg {
     use std::ffi::{c_int, c_short, c_void};
 
