@@ -89,7 +89,7 @@ for line in sys.stdin:
 
 # Test executables that hold GPU or NVRTC tests (the others are CPU-only and
 # run in CI), found from cargo's JSON messages.
-cargo test --release --locked --no-run --lib --test kernels --test kernel_device --test nvjpeg --test device_stage --test auto_share --test nvjpeg_decode --test corpus --test shutdown --test memory --test interop --message-format=json 2>/dev/null |
+cargo test --release --locked --no-run --lib --test kernels --test kernel_device --test nvjpeg --test device_stage --test auto_share --test nvjpeg_decode --test corpus --test shutdown --test memory --test interop --test faults --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys, shutil, os
 out = sys.argv[1]

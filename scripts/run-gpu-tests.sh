@@ -451,6 +451,10 @@ for phase in "${phases[@]}"; do
       GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
       step memory 120 "$bin/test-memory" --nocapture
       step shutdown 240 "$bin/test-shutdown" --nocapture
+      # Session 53: every decode lane panics in its first call, its work
+      # queued; each call's files must be decoded again on the other
+      # routes, none lost (the test runs itself with the fault set).
+      step lane-panics 90 "$bin/test-faults" gpu_ --nocapture
       trainers
       ;;
     sanitize)

@@ -546,15 +546,8 @@ fn nvjpeg_as_cpu(share: f32, epochs: u64) -> (Pipeline, Vec<u64>) {
             n += 1;
             assert_eq!((g.keys(), g.labels()), (w.keys(), w.labels()));
             let got = g.images().to_host().unwrap();
-            let (a, b) = (got.as_u8().unwrap(), w.images().as_u8().unwrap());
-            assert_eq!(a.len(), b.len());
-            let mse = a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
-                .sum::<f64>()
-                / a.len() as f64;
-            let psnr = 10.0 * (255.0 * 255.0 / mse.max(1e-12)).log10();
+            let psnr =
+                common::tolerance::psnr_u8(got.as_u8().unwrap(), w.images().as_u8().unwrap());
             worst = worst.min(psnr);
             assert!(psnr >= 30.0, "epoch {epoch}: batch PSNR {psnr:.1} dB");
         }

@@ -16,6 +16,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     staging_too_large_to_allocate_is_an_error,
     absurd_staging_is_refused_by_build,
+    #[cfg(feature = "kernel-emu")]
+    emu_lane_panics_lose_no_file,
+    gpu_lane_panics_lose_no_file,
 );
 
 use std::collections::HashSet;
@@ -260,4 +263,89 @@ fn absurd_staging_is_refused_by_build() {
         .build()
         .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err}");
+}
+
+/// A decode lane that panics mid-call (issue 16's lanes; session 52's
+/// lease lost 10 files a run to one): its call's files are decoded on the
+/// other routes and the lane stops. This binary runs itself with
+/// `GPUFEED_TEST_LANE_PANIC=1`, so that every lane panics in its first
+/// call, once part of it is written: the default route (the scan kernels'
+/// lanes) and the engine's. Every sample must come through, as the CPU
+/// backend's: bit for bit on the emulated device, within the nvJPEG
+/// route's PSNR on a GPU (tests/device_stage.rs).
+fn lane_panics_lose_no_file(device: Device) {
+    const FAULT: &str = "GPUFEED_TEST_LANE_PANIC";
+    let name = match device {
+        Device::Cuda(_) => "gpu_lane_panics_lose_no_file",
+        _ => "emu_lane_panics_lose_no_file",
+    };
+    if std::env::var(FAULT).is_err() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env(FAULT, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        // The lanes said what became of their files.
+        assert!(
+            text.contains("stopped after a panic") && text.contains("go to the other routes"),
+            "{text}"
+        );
+        return;
+    }
+    let exact = device != Device::Cuda(0);
+    let f = |b: PipelineBuilder| {
+        b.dtype(gpufeed::DType::U8)
+            .normalize(None)
+            .batch_size(5)
+            .workers(2)
+            .output_size(32, 48)
+    };
+    type Pin = fn(PipelineBuilder) -> PipelineBuilder;
+    let routes: [(&str, Pin); 2] = [
+        ("the default route", |b| b),
+        ("the engine", |b| {
+            b.sequential_kernels(false).hardware_decode_share(1.0)
+        }),
+    ];
+    for (route, pin) in routes {
+        let source = Source::image_folder(common::sample_dir()).unwrap();
+        let mut cpu = f(builder(source.clone())).build().unwrap();
+        let mut dev = pin(f(builder(source)).device(device).gpu_decode(true))
+            .build()
+            .unwrap();
+        let mut worst = f64::INFINITY;
+        common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+            assert!(g.skipped().is_empty(), "{route}, {what}: {:?}", g.skipped());
+            let got = g.images().to_host().unwrap();
+            if exact {
+                common::tolerance::close(&got, w.images(), true, &format!("{route}, {what}"));
+                return;
+            }
+            let psnr =
+                common::tolerance::psnr_u8(got.as_u8().unwrap(), w.images().as_u8().unwrap());
+            worst = worst.min(psnr);
+            assert!(psnr >= 30.0, "{route}, {what}: PSNR {psnr:.1} dB");
+        });
+        let s = dev.stats();
+        println!("{route}: worst batch PSNR {worst:.1} dB; {s:?}");
+        assert!(s.lanes_stopped >= 1, "{route}: {s:?}");
+        assert_eq!(s.errors.iter().sum::<u64>(), 0, "{route}: {s:?}");
+        // No lane finished a call: the kernels decoded nothing.
+        assert_eq!(s.decoded_progressive, 0, "{route}: {s:?}");
+    }
+}
+
+#[cfg(feature = "kernel-emu")]
+fn emu_lane_panics_lose_no_file() {
+    lane_panics_lose_no_file(Device::Emulated);
+}
+
+fn gpu_lane_panics_lose_no_file() -> Outcome {
+    common::need_gpu()?;
+    lane_panics_lose_no_file(Device::Cuda(0));
+    Ok(())
 }

@@ -332,7 +332,8 @@ impl Pipeline {
     /// progressive lane call in flight (`progressive_busy_s`), with the CUDA
     /// route's host phases waiting for a pinned buffer
     /// (`decoder_pinned_wait_s`), buffers nvJPEG took from the CUDA driver
-    /// (`decoder_allocations`), and `memory`:
+    /// (`decoder_allocations`), decode lanes stopped after a panic
+    /// (`lanes_stopped`), and `memory`:
     /// pinned and device pools, slots, what nvJPEG holds, and the host
     /// buffers: read buffers and CPU workers' scratch).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -349,6 +350,7 @@ impl Pipeline {
         }
         d.set_item("errors", errors)?;
         d.set_item("decoder_allocations", s.decoder_allocations)?;
+        d.set_item("lanes_stopped", s.lanes_stopped)?;
         for (name, t) in [
             ("read_s", s.read),
             ("parse_s", s.parse),

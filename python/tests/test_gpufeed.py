@@ -95,6 +95,7 @@ def test_stats():
     assert s["progressive_busy_s"] == 0.0
     assert s["decoder_allocations"] == 0
     assert s["decoder_pinned_wait_s"] == 0.0
+    assert s["lanes_stopped"] == 0
     # The CPU backend holds no pinned or device pools and no nvJPEG; its
     # host buffers hold at least one photo's bytes and one decoded photo.
     m = dict(s["memory"])

@@ -51,18 +51,18 @@ pub(crate) fn progressive_lanes(in_flight: usize) -> usize {
 
 /// `run`, reporting each call to `observe` when there is one.
 pub(crate) fn observed<S, Q, A>(
-    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    run: impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
     observe: Option<Observe>,
-) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+) -> impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static {
     observed_as(run, observe, CALL)
 }
 
 /// `run`, reporting each call to `observe` as `name`.
 pub(crate) fn observed_as<S, Q, A>(
-    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    run: impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
     observe: Option<Observe>,
     name: &'static str,
-) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+) -> impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static {
     move |s, q| {
         let t0 = std::time::Instant::now();
         let a = run(s, q);
@@ -82,15 +82,26 @@ pub(crate) fn observed_as<S, Q, A>(
 /// call takes (the automatic engine share's measure of the engine, issue
 /// 16, item 3).
 pub(crate) fn counted<S, Q: 'static, A>(
-    run: impl Fn(&mut S, Q) -> A + Send + Clone + 'static,
+    run: impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
     busy: std::sync::Arc<Busy>,
     count: fn(&Q) -> usize,
-) -> impl Fn(&mut S, Q) -> A + Send + Clone + 'static {
+) -> impl Fn(&mut S, &mut Q) -> A + Send + Clone + 'static {
     move |s, q| {
-        busy.enter(count(&q));
-        let a = run(s, q);
-        busy.exit();
-        a
+        busy.enter(count(q));
+        // Left on drop, so that a call that panics does not count as
+        // busy for ever (the automatic share would read the engine as
+        // never free).
+        let _in_call = InCall(&busy);
+        run(s, q)
+    }
+}
+
+/// A call under way in a [`Busy`]; dropping it ends the call.
+struct InCall<'a>(&'a Busy);
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.exit();
     }
 }
 
@@ -170,11 +181,42 @@ impl Busy {
 /// A request and where its answer goes.
 type Work<Q, A> = (Q, Sender<A>);
 
+/// What a lane pool does with a request whose call panicked.
+///
+/// A lane's call holds a batch's files; until session 53 a panic lost
+/// them all (each came back as an error naming it, 10 files a run in
+/// session 52's lease). Now the lane first makes the device finish what
+/// the call had queued (`settle`), since another route will write the same
+/// places, then answers the request with nothing decoded (`decline`): the
+/// caller sends each file to the routes it uses for files a lane refuses
+/// (CUDA, then the CPU). The lane then stops taking requests: its state may
+/// be half-updated. Where `settle` fails, the device may still write
+/// there, so the request is answered with nothing and its files fail with
+/// an error, as before.
+pub(crate) struct Rescue<S, Q, A> {
+    /// Wait for the state's queued device work; false: it could not.
+    pub(crate) settle: fn(&mut S) -> bool,
+    /// The request answered with nothing done (run on a lane's thread).
+    pub(crate) decline: std::sync::Arc<dyn Fn(Q) -> A + Send + Sync>,
+}
+
+impl<S, Q, A> Clone for Rescue<S, Q, A> {
+    fn clone(&self) -> Self {
+        Rescue {
+            settle: self.settle,
+            decline: self.decline.clone(),
+        }
+    }
+}
+
 /// `n` threads, each owning one state, answering requests in the order a
 /// free lane takes them.
 pub(crate) struct Lanes<Q: Send + 'static, A: Send + 'static> {
     /// One queue per lane; emptied on drop.
     tx: Vec<Sender<Work<Q, A>>>,
+    /// Per lane: whether it stopped after a panic (it still declines what
+    /// reaches it, until its queue closes).
+    stopped: StopFlags,
     threads: Vec<JoinHandle<()>>,
     /// Requests submitted so far: the next goes to lane `next % n`.
     next: std::sync::atomic::AtomicUsize,
@@ -184,29 +226,119 @@ impl<Q: Send + 'static, A: Send + 'static> std::fmt::Debug for Lanes<Q, A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lanes")
             .field("threads", &self.threads.len())
+            .field("stopped", &stopped(self.stopped.iter()))
             .finish()
     }
 }
 
+/// `GPUFEED_TEST_LANE_PANIC=N`, a test's fault (tests/faults.rs): every
+/// decode lane, engine or scan kernels, CUDA or emulated, panics in its
+/// `N`th call once the call's device work is queued (on the emulated
+/// device, once its first file is in the arena), so that [`Rescue`] is
+/// tested end to end: no file may be lost, and the places written before
+/// the panic must be written again. Counts the call in `calls`; true
+/// where this call is to panic. Never true unless set.
+pub(crate) fn panics_now(calls: &mut usize) -> bool {
+    static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let n = *N.get_or_init(|| {
+        std::env::var("GPUFEED_TEST_LANE_PANIC")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    *calls += 1;
+    n == Some(*calls)
+}
+
+/// Per lane of a pool, whether it stopped after a panic.
+pub(crate) type StopFlags = std::sync::Arc<[std::sync::atomic::AtomicBool]>;
+
+/// How many of `flags`' lanes stopped (`Stats::lanes_stopped`).
+pub(crate) fn stopped<'a>(
+    flags: impl IntoIterator<Item = &'a std::sync::atomic::AtomicBool>,
+) -> u64 {
+    let stopped = |s: &&std::sync::atomic::AtomicBool| s.load(std::sync::atomic::Ordering::Acquire);
+    flags.into_iter().filter(stopped).count() as u64
+}
+
+/// The text of a caught panic.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
 impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
-    /// One thread per state, named `name-K`; `run` answers a request.
-    pub(crate) fn new<S, F>(name: &str, states: Vec<S>, run: F) -> Result<Self>
+    /// One thread per state, named `name-K`; `run` answers a request, and
+    /// `rescue` one whose call panicked.
+    pub(crate) fn new<S, F>(
+        name: &str,
+        states: Vec<S>,
+        run: F,
+        rescue: Rescue<S, Q, A>,
+    ) -> Result<Self>
     where
         S: Send + 'static,
-        F: Fn(&mut S, Q) -> A + Send + Clone + 'static,
+        F: Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
     {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        use std::sync::atomic::{AtomicBool, Ordering};
         let mut threads = Vec::with_capacity(states.len());
         let mut txs = Vec::with_capacity(states.len());
+        let stopped: StopFlags = states.iter().map(|_| AtomicBool::new(false)).collect();
         for (k, mut state) in states.into_iter().enumerate() {
             let (tx, rx) = unbounded::<Work<Q, A>>();
             txs.push(tx);
-            let (rx, run): (Receiver<Work<Q, A>>, F) = (rx, run.clone());
+            let (run, rescue, stopped) = (run.clone(), rescue.clone(), stopped.clone());
+            let lane = format!("{name}-{k}");
             let t = std::thread::Builder::new()
-                .name(format!("{name}-{k}"))
+                .name(lane.clone())
                 .spawn(move || {
-                    while let Ok((q, reply)) = rx.recv() {
+                    let mut alive = true;
+                    while let Ok((mut q, reply)) = rx.recv() {
                         // Nobody waiting (an abandoned ticket) is fine.
-                        let _ = reply.send(run(&mut state, q));
+                        if !alive {
+                            // Sent before the pool saw this lane stop.
+                            if let Ok(a) = catch_unwind(AssertUnwindSafe(|| (rescue.decline)(q))) {
+                                let _ = reply.send(a);
+                            }
+                            continue;
+                        }
+                        // Unwind safety: after a panic the state is used
+                        // only by `settle`, which waits on its stream, and
+                        // the request only by `decline`, which hands its
+                        // files back.
+                        match catch_unwind(AssertUnwindSafe(|| run(&mut state, &mut q))) {
+                            Ok(a) => {
+                                let _ = reply.send(a);
+                            }
+                            Err(p) => {
+                                alive = false;
+                                stopped[k].store(true, Ordering::Release);
+                                let settled = catch_unwind(AssertUnwindSafe(|| {
+                                    (rescue.settle)(&mut state)
+                                }))
+                                .unwrap_or(false);
+                                // A library's only voice here: the panic is
+                                // a gpufeed bug, and this says what became
+                                // of the files (the panic hook said where).
+                                eprintln!(
+                                    "gpufeed: {lane} stopped after a panic ({}); {}",
+                                    panic_text(p.as_ref()),
+                                    if settled {
+                                        "its call's files go to the other routes"
+                                    } else {
+                                        "its device work could not be waited for, so its call's files fail"
+                                    }
+                                );
+                                if settled
+                                    && let Ok(a) =
+                                        catch_unwind(AssertUnwindSafe(|| (rescue.decline)(q)))
+                                {
+                                    let _ = reply.send(a);
+                                }
+                            }
+                        }
                     }
                 })
                 .map_err(|e| Error::Worker(format!("cannot start a {name} thread: {e}")))?;
@@ -214,20 +346,33 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
         }
         Ok(Lanes {
             tx: txs,
+            stopped,
             threads,
             next: Default::default(),
         })
     }
 
-    /// Queue `q` for the next lane in turn (passing over lanes that died).
+    /// How many lanes stopped after a panic.
+    #[cfg(test)]
+    fn stopped(&self) -> u64 {
+        stopped(self.stopped.iter())
+    }
+
+    /// Per lane, whether it stopped after a panic (read with [`stopped`]).
+    pub(crate) fn stop_flags(&self) -> StopFlags {
+        self.stopped.clone()
+    }
+
+    /// Queue `q` for the next lane in turn (passing over lanes that
+    /// stopped).
     pub(crate) fn submit(&self, q: Q) -> Ticket<A> {
         let first = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.send_from(q, first)
     }
 
     /// Queue `q` for the next in turn (`turn` counts) of this pool's lanes
-    /// `among` (passing over lanes that died, among all of them): a kind
-    /// of request kept off the lanes another kind holds up.
+    /// `among` (passing over lanes that stopped, among all of them): a
+    /// kind of request kept off the lanes another kind holds up.
     pub(crate) fn submit_among(
         &self,
         q: Q,
@@ -241,17 +386,19 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
         self.send_from(q, first)
     }
 
+    /// To the first live lane from `first` on; with none live, to `first`,
+    /// whose thread declines it (the caller then decodes its files on its
+    /// other routes).
     fn send_from(&self, q: Q, first: usize) -> Ticket<A> {
         let (reply, rx) = bounded(1);
         let n = self.tx.len();
-        let mut work = (q, reply);
-        for k in 0..n {
-            match self.tx[(first + k) % n].send(work) {
-                Ok(()) => break,
-                // That lane exited (a panic): the next one. With none
-                // left, the ticket answers `None`.
-                Err(back) => work = back.0,
-            }
+        let live = (0..n)
+            .map(|k| (first + k) % n)
+            .find(|&k| !self.stopped[k].load(std::sync::atomic::Ordering::Acquire));
+        if let Some(k) = live.or((n > 0).then_some(first % n.max(1))) {
+            // A failed send (the thread is gone) drops the reply: the
+            // ticket answers `None`.
+            let _ = self.tx[k].send((q, reply));
         }
         Ticket { rx, got: None }
     }
@@ -281,14 +428,16 @@ impl<A> Ticket<A> {
             match self.rx.try_recv() {
                 Ok(a) => self.got = Some(a),
                 Err(TryRecvError::Empty) => return false,
-                // The lane died (a panic): waiting is over, with no answer.
+                // No answer will come (a panicked call whose device work
+                // could not be waited for, or the lane's thread is gone).
                 Err(TryRecvError::Disconnected) => return true,
             }
         }
         true
     }
 
-    /// The answer, waiting for it; `None` when the lane died first.
+    /// The answer, waiting for it; `None` when none will come (see
+    /// [`Rescue`]).
     pub(crate) fn wait(mut self) -> Option<A> {
         self.got.take().or_else(|| self.rx.recv().ok())
     }
@@ -296,7 +445,7 @@ impl<A> Ticket<A> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Busy, Lanes};
+    use super::{Busy, Lanes, Rescue};
 
     #[test]
     fn busy_counts_the_union_of_overlapping_calls() {
@@ -326,36 +475,125 @@ mod tests {
         assert!(idle <= gap, "{idle:?} > {gap:?}");
     }
 
+    /// A rescue whose wait succeeds where `settles`, declining `q` as
+    /// `q + 1000`.
+    fn rescue(settles: bool) -> Rescue<u32, u32, u32> {
+        Rescue {
+            settle: if settles { |_| true } else { |_| false },
+            decline: std::sync::Arc::new(|q| q + 1000),
+        }
+    }
+
     #[test]
-    fn lanes_answer_every_request_and_survive_a_panic() {
-        let lanes = Lanes::new("test", vec![0u32, 100], |s: &mut u32, q: u32| {
-            assert!(q != 7, "lane panics on 7");
-            *s += 1;
-            q * 2
-        })
+    fn a_panicking_call_is_declined_and_its_lane_stops() {
+        let lanes = Lanes::new(
+            "test",
+            vec![0u32, 100],
+            |s: &mut u32, q: &mut u32| {
+                assert!(*q != 7, "lane panics on 7");
+                *s += 1;
+                *q * 2
+            },
+            rescue(true),
+        )
         .unwrap();
         let mut tickets: Vec<_> = (0..20)
             .filter(|&q| q != 7)
             .map(|q| lanes.submit(q))
             .collect();
-        let dead = lanes.submit(7);
-        assert_eq!(dead.wait(), None);
+        let rescued = lanes.submit(7);
+        assert_eq!(rescued.wait(), Some(1007));
+        assert_eq!(lanes.stopped(), 1);
         let mut first = tickets.remove(0);
         while !first.ready() {
             std::thread::yield_now();
         }
         assert_eq!(first.wait(), Some(0));
-        // One lane died with the panic; the other answers the rest.
-        let got: Vec<_> = tickets.into_iter().map(|t| t.wait()).collect();
-        let want: Vec<_> = (1..20).filter(|&q| q != 7).map(|q| Some(q * 2)).collect();
-        assert_eq!(got, want);
+        // Requests queued on the stopped lane before it stopped are
+        // declined there; the rest go to the other lane. None is lost.
+        for (q, t) in (1..20).filter(|&q| q != 7).zip(tickets) {
+            let got = t.wait().unwrap();
+            assert!(got == q * 2 || got == q + 1000, "{q}: {got}");
+        }
+        let after: Vec<_> = (20..30).map(|q| lanes.submit(q).wait()).collect();
+        assert_eq!(after, (20..30).map(|q| Some(q * 2)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn with_every_lane_stopped_requests_are_declined() {
+        let lanes = Lanes::new(
+            "test",
+            vec![0u32, 0],
+            |_: &mut u32, q: &mut u32| -> u32 { panic!("lane panics on {q}") },
+            rescue(true),
+        )
+        .unwrap();
+        let got: Vec<_> = (0..6).map(|q| lanes.submit(q).wait()).collect();
+        assert_eq!(got, (0..6).map(|q| Some(q + 1000)).collect::<Vec<_>>());
+        assert_eq!(lanes.stopped(), 2);
+        let mut turn = 0;
+        assert_eq!(lanes.submit_among(9, 1..2, &mut turn).wait(), Some(1009));
+    }
+
+    #[test]
+    fn an_unsettled_lane_answers_nothing() {
+        let lanes = Lanes::new(
+            "test",
+            vec![0u32],
+            |_: &mut u32, q: &mut u32| -> u32 { panic!("lane panics on {q}") },
+            rescue(false),
+        )
+        .unwrap();
+        // The device may still write where the files would go: no answer,
+        // and the caller fails those files with an error.
+        assert_eq!(lanes.submit(1).wait(), None);
+        assert_eq!(lanes.stopped(), 1);
+    }
+
+    #[test]
+    fn a_panicking_call_leaves_the_busy_measure() {
+        let busy = std::sync::Arc::new(Busy::default());
+        let run = super::counted(
+            |_: &mut u32, q: &mut Vec<u32>| -> u32 {
+                assert!(q.is_empty(), "panics");
+                0
+            },
+            busy.clone(),
+            Vec::len,
+        );
+        let lanes = Lanes::new(
+            "test",
+            vec![0u32],
+            run,
+            Rescue {
+                settle: |_| true,
+                decline: std::sync::Arc::new(|_| 1),
+            },
+        )
+        .unwrap();
+        assert_eq!(lanes.submit(vec![3]).wait(), Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // No call is under way: the busy time stops growing.
+        let (_, items) = busy.take();
+        assert_eq!(items, 1);
+        let t = busy.total();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(busy.total(), t);
     }
 
     #[test]
     fn a_kind_of_request_keeps_to_its_lanes() {
         // Each lane answers with its own index.
-        let lanes =
-            Lanes::new("test", vec![0usize, 1, 2, 3, 4], |s: &mut usize, _q: ()| *s).unwrap();
+        let lanes = Lanes::new(
+            "test",
+            vec![0usize, 1, 2, 3, 4],
+            |s: &mut usize, _q: &mut ()| *s,
+            Rescue {
+                settle: |_| true,
+                decline: std::sync::Arc::new(|()| usize::MAX),
+            },
+        )
+        .unwrap();
         let (mut a, mut b) = (0, 0);
         let got = |among: std::ops::Range<usize>, turn: &mut usize| {
             (0..6)

@@ -582,8 +582,9 @@ impl Buffers {
     /// Wait, as well as the stream can, for what was queued: after an
     /// error, before the caller lets go of the files that
     /// [`put_from`](Self::put_from) copies from the readers' blocks.
-    pub(crate) fn settle(&self) {
-        let _ = self.stream.synchronize();
+    /// False where the wait failed.
+    pub(crate) fn settle(&self) -> bool {
+        self.stream.synchronize().is_ok()
     }
 }
 

@@ -45,6 +45,7 @@ impl Counters {
         Stats {
             engine_busy: stage.map(|s| s.engine_busy()).unwrap_or_default(),
             progressive_busy: stage.map(|s| s.progressive_busy()).unwrap_or_default(),
+            lanes_stopped: stage.map_or(0, |s| s.lanes_stopped()),
             decoder_allocations: stage.map_or(0, |s| s.decoder_allocations()),
             decoder_pinned_wait: stage.map(|s| s.pinned_wait()).unwrap_or_default(),
             samples: self.samples.load(Relaxed),
@@ -151,6 +152,12 @@ pub struct Stats {
     /// the engine: `gpufeed bench` names these lanes as the limit when
     /// they are the busiest stage. Zero without them.
     pub progressive_busy: Duration,
+    /// Decode lanes (engine or scan kernels) that stopped after a panic, a
+    /// gpufeed bug to report. Their calls' files were decoded on the other
+    /// routes (CUDA, then the CPU) and the other lanes took their turns,
+    /// so no file was lost to it; with every lane of a kind stopped, its
+    /// files go to those routes, at their speed.
+    pub lanes_stopped: u64,
     /// Buffers nvJPEG's decoders took from the CUDA driver (on the
     /// emulated device, buffers its engine lanes grew). Each allocation,
     /// and the free of the buffer it replaces, is a synchronizing driver

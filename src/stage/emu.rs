@@ -101,6 +101,59 @@ pub(super) struct EmuLane {
     pub(super) img: crate::decode::Image,
     pub(super) largest: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
+    /// Calls so far (`cuda::lanes::panics_now`).
+    pub(super) calls: usize,
+}
+
+/// The emulated lanes' rescue: nothing to wait for (the writes are the
+/// lane thread's own, done when the call unwound), and the call's jobs
+/// decoded on a CPU decoder of `backend`, as the CUDA backend's batch
+/// thread decodes a declined call's files on its other routes; its memory
+/// is not the lanes' (not counted).
+pub(super) fn emu_rescue<S, A: 'static>(
+    backend: crate::decode::CpuBackend,
+    decode: fn(crate::decode::CpuDecoder, &mut [EmuJob]) -> A,
+) -> crate::cuda::lanes::Rescue<S, Vec<EmuJob>, A> {
+    crate::cuda::lanes::Rescue {
+        settle: |_| true,
+        decline: std::sync::Arc::new(move |mut jobs: Vec<EmuJob>| {
+            decode(
+                crate::decode::CpuDecoder::with_backend(backend, false)
+                    .unwrap_or_else(|_| crate::decode::CpuDecoder::new(false)),
+                &mut jobs,
+            )
+        }),
+    }
+}
+
+/// A declined engine call: each job decoded as the engine lane decodes it.
+pub(super) fn emu_engine_declined(cpu: crate::decode::CpuDecoder, jobs: &mut [EmuJob]) -> EmuReply {
+    let mut lane = EmuLane {
+        cpu,
+        img: Default::default(),
+        largest: Default::default(),
+        ledger: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
+        calls: 0,
+    };
+    decode_engine_jobs(&mut lane, jobs)
+}
+
+/// A declined scan-kernel call: each job decoded whole on the CPU.
+pub(super) fn emu_progressive_declined(
+    cpu: crate::decode::CpuDecoder,
+    jobs: &mut [EmuJob],
+) -> EmuProgReply {
+    let mut lane = EmuProgLane {
+        cpu,
+        img: Default::default(),
+        ledger: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
+        held: (0, 0),
+        marks: Default::default(),
+        calls: 0,
+    };
+    jobs.iter()
+        .map(|j| decode_progressive(&mut lane, j, None))
+        .collect()
 }
 
 /// The emulated engine's lane: decode each job on the CPU and write its
@@ -109,7 +162,20 @@ pub(super) struct EmuLane {
 /// buffer grows to the largest image any lane has seen before it decodes,
 /// so that lanes stop allocating once one epoch has passed, whichever
 /// lane met the largest image (tests/memory.rs).
-pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
+pub(super) fn emu_engine(lane: &mut EmuLane, jobs: &mut [EmuJob]) -> EmuReply {
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
+    let (first, rest) = jobs.split_at(jobs.len().min(1));
+    let mut reply = decode_engine_jobs(lane, first);
+    assert!(
+        !fail,
+        "GPUFEED_TEST_LANE_PANIC: an emulated engine call, its first file written"
+    );
+    reply.extend(decode_engine_jobs(lane, rest));
+    reply
+}
+
+/// The engine's decode of `jobs` (see [`emu_engine`]).
+fn decode_engine_jobs(lane: &mut EmuLane, jobs: &[EmuJob]) -> EmuReply {
     use crate::decode::nvjpeg::Kind;
     use std::sync::atomic::Ordering::Relaxed;
     let EmuLane {
@@ -117,8 +183,9 @@ pub(super) fn emu_engine(lane: &mut EmuLane, jobs: Vec<EmuJob>) -> EmuReply {
         img,
         largest,
         ledger,
+        ..
     } = lane;
-    jobs.into_iter()
+    jobs.iter()
         .map(|j| {
             let bytes = j.size.0 as usize * j.size.1 as usize * 3;
             let want = largest.fetch_max(bytes, Relaxed).max(bytes);
@@ -182,6 +249,8 @@ pub(super) struct EmuProgLane {
     pub(super) held: (usize, usize),
     /// The sizes those grow to, shared with the other lanes, as on CUDA.
     pub(super) marks: std::sync::Arc<crate::cuda::prog_batch::Marks>,
+    /// Calls so far (`cuda::lanes::panics_now`).
+    pub(super) calls: usize,
 }
 
 /// Per job: decoded by the kernels (`true`) or, refused by them, by the
@@ -191,8 +260,9 @@ pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
 /// Decode each job, whole, into its place in the arena (`width * 3` bytes
 /// a row, as the CUDA lanes write it): with the kernels where the plan
 /// takes the file and every chain of its scans decodes, else on the CPU.
-pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuProgReply {
+pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> EmuProgReply {
     let t0 = std::time::Instant::now();
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     // A CUDA call lasts as long as its slowest file, and the split kernels
     // make sequential ones short (4bbffad): the latency is progressive
     // files' alone.
@@ -200,11 +270,11 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
     // Planned first, as a CUDA lane plans its call before sizing its
     // buffers for the files the plans take.
     let planned: Vec<_> = jobs
-        .into_iter()
-        .map(|mut j| {
+        .iter_mut()
+        .map(|j| {
             let p = crate::jpeg::scans::given_or_planned(j.plan.take(), &j.bytes).ok();
             let p = p.filter(|p| (p.width, p.height) == j.size);
-            (j, p)
+            (&*j, p)
         })
         .collect();
     let (mut files, mut coefs) = (0, 0);
@@ -239,10 +309,14 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
         .ledger
         .charge(Kind::Pinned, (held.1 - lane.held.1) as u64);
     lane.held = held;
-    let reply = planned
-        .into_iter()
-        .map(|(j, p)| decode_progressive(lane, j, p))
-        .collect();
+    let mut reply = Vec::with_capacity(planned.len());
+    for (j, p) in planned {
+        reply.push(decode_progressive(lane, j, p));
+        assert!(
+            !fail,
+            "GPUFEED_TEST_LANE_PANIC: an emulated scan-kernel call, its first file written"
+        );
+    }
     if slow {
         std::thread::sleep(progressive_latency().saturating_sub(t0.elapsed()));
     }
@@ -252,7 +326,7 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: Vec<EmuJob>) -> EmuP
 /// One job of [`emu_progressive`], planned as `plan` (`None`: refused).
 fn decode_progressive(
     lane: &mut EmuProgLane,
-    j: EmuJob,
+    j: &EmuJob,
     plan: Option<crate::jpeg::scans::Plan>,
 ) -> std::result::Result<bool, SampleError> {
     let bytes = j.size.0 as usize * j.size.1 as usize * 3;

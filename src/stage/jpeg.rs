@@ -355,7 +355,9 @@ impl DeviceStage {
                 let mut reply = reply.into_iter();
                 for (k, roi) in placed {
                     let got = reply.next().unwrap_or_else(|| {
-                        Err(SampleError::Panic("the emulated engine died".into()))
+                        Err(SampleError::Panic(
+                            "the emulated engine lane decoding it gave no answer".into(),
+                        ))
                     });
                     counts.hardware += u64::from(got.is_ok());
                     g.entries[k].outcome = Some(got.map(|()| roi));
@@ -371,7 +373,9 @@ impl DeviceStage {
                 let mut reply = reply.into_iter();
                 for k in entries {
                     let got = reply.next().unwrap_or_else(|| {
-                        Err(SampleError::Panic("the progressive lane died".into()))
+                        Err(SampleError::Panic(
+                            "the emulated scan-kernel lane decoding it gave no answer".into(),
+                        ))
                     });
                     match got {
                         Ok(true) => counts.progressive += 1,
@@ -476,6 +480,18 @@ pub(super) enum JpegRoute {
     /// with the CPU decoder, answered into the group's arena. The same
     /// bookkeeping, checkable without a GPU.
     Emu(EmuRoute),
+}
+
+impl JpegRoute {
+    /// Its lane pools' stop flags (`Stats::lanes_stopped`).
+    pub(super) fn stop_flags(&self) -> Vec<crate::cuda::lanes::StopFlags> {
+        match self {
+            JpegRoute::Cuda(r) => r.stop_flags(),
+            JpegRoute::Emu(r) => std::iter::once(r.engine.stop_flags())
+                .chain(r.prog.as_ref().map(|p| p.stop_flags()))
+                .collect(),
+        }
+    }
 }
 
 /// The emulated device's decoders of the nvJPEG route.

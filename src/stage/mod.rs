@@ -92,6 +92,8 @@ pub(crate) struct DeviceStage {
     engine: Engine,
     /// The nvJPEG route, when decoding on the device.
     jpeg: Option<Mutex<JpegRoute>>,
+    /// Its lanes' stop flags, read without its lock.
+    lane_stops: Vec<crate::cuda::lanes::StopFlags>,
     /// The part of the nvJPEG route the workers run (and where they
     /// decide each image's route).
     worker_decode: Option<Arc<WorkerDecode>>,
@@ -296,6 +298,7 @@ impl DeviceStage {
         Ok(DeviceStage {
             scratch: scratch.map(Mutex::new),
             engine,
+            lane_stops: jpeg.as_ref().map(|j| j.stop_flags()).unwrap_or_default(),
             jpeg: jpeg.map(Mutex::new),
             worker_decode,
             share,
@@ -442,7 +445,6 @@ impl DeviceStage {
         self.worker_decode.clone()
     }
 
-    /// Wall time with an engine call in flight (`Stats::engine_busy`).
     /// Buffers nvJPEG took from the driver, over every decoder's ledger
     /// (`Stats::decoder_allocations`).
     pub(crate) fn decoder_allocations(&self) -> u64 {
@@ -455,8 +457,14 @@ impl DeviceStage {
         std::time::Duration::from_nanos(ns)
     }
 
+    /// Wall time with an engine call in flight (`Stats::engine_busy`).
     pub(crate) fn engine_busy(&self) -> std::time::Duration {
         self.share.engine_busy().total()
+    }
+
+    /// `Stats::lanes_stopped`.
+    pub(crate) fn lanes_stopped(&self) -> u64 {
+        crate::cuda::lanes::stopped(self.lane_stops.iter().flat_map(|f| f.iter()))
     }
 
     /// Wall time with a progressive lane call in flight

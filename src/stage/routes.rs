@@ -183,6 +183,7 @@ pub(super) fn make(
                             img: crate::decode::Image::default(),
                             largest: largest.clone(),
                             ledger: ledgers.route.clone(),
+                            calls: 0,
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -190,10 +191,16 @@ pub(super) fn make(
                     "gpufeed-emu-engine",
                     cpus,
                     crate::cuda::lanes::counted(
-                        crate::cuda::lanes::observed(super::emu::emu_engine, observe.clone()),
+                        crate::cuda::lanes::observed(
+                            |l: &mut super::emu::EmuLane, q: &mut Vec<_>| {
+                                super::emu::emu_engine(l, q)
+                            },
+                            observe.clone(),
+                        ),
                         share.engine_busy(),
                         Vec::len,
                     ),
+                    super::emu::emu_rescue(cfg.cpu_backend, super::emu::emu_engine_declined),
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
@@ -208,12 +215,15 @@ pub(super) fn make(
                                 ledger: ledgers.route.clone(),
                                 held: (0, 0),
                                 marks: marks.clone(),
+                                calls: 0,
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
                     let run = crate::cuda::lanes::counted(
                         crate::cuda::lanes::observed_as(
-                            super::emu::emu_progressive,
+                            |l: &mut super::emu::EmuProgLane, q: &mut Vec<_>| {
+                                super::emu::emu_progressive(l, q)
+                            },
                             observe.clone(),
                             crate::cuda::lanes::PROGRESSIVE_CALL,
                         ),
@@ -224,6 +234,10 @@ pub(super) fn make(
                         "gpufeed-emu-progressive",
                         states,
                         run,
+                        super::emu::emu_rescue(
+                            cfg.cpu_backend,
+                            super::emu::emu_progressive_declined,
+                        ),
                     )?)
                 } else {
                     None

@@ -48,3 +48,17 @@ pub(crate) fn count_bad<T>(got: &[T], want: &[T], ok: impl Fn(&T, &T) -> bool) -
     assert_eq!(got.len(), want.len(), "element count");
     got.iter().zip(want).filter(|(a, b)| !ok(a, b)).count()
 }
+
+/// The PSNR of `got` against `want` in dB, 8-bit samples (the lengths
+/// must be equal): how the nvJPEG route's pixels are held to the CPU
+/// decoder's, which they need not equal.
+pub(crate) fn psnr_u8(got: &[u8], want: &[u8]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element count");
+    let mse = got
+        .iter()
+        .zip(want)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum::<f64>()
+        / got.len().max(1) as f64;
+    10.0 * (255.0 * 255.0 / mse.max(1e-12)).log10()
+}

@@ -101,6 +101,8 @@ struct Lane {
     /// With a timeline: it, an event recorded before each call, and the
     /// lane stream's track name.
     gpu: Option<(Arc<GpuTimeline>, CudaEvent, String)>,
+    /// Calls so far (`cuda::lanes::panics_now`).
+    calls: usize,
 }
 
 impl Lane {
@@ -128,6 +130,7 @@ impl Lane {
             stats: stats.clone(),
             index,
             gpu,
+            calls: 0,
         })
     }
 }
@@ -181,8 +184,9 @@ impl Lane {
 
 /// Support queries, one decode call and the wait for its completion, on
 /// the lane's thread (issue 16, items 1 and 3b).
-fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
+fn run_lane(lane: &mut Lane, jobs: &mut [EngineJob]) -> EngineReply {
     let mut taken: Vec<Option<Option<Roi>>> = vec![None; jobs.len()];
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     if lane.ctx.bind_to_thread().is_ok() {
         let mut ks = Vec::with_capacity(jobs.len());
         let mut rois = Vec::with_capacity(jobs.len());
@@ -218,13 +222,19 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
             // the whole image (so for any window of it; checked by
             // `submit_jpegs`), which the batch thread keeps until this
             // reply is in (`Submitted` waits for it on drop); `data` lives
-            // in `jobs` until the wait below is over; the context is bound
-            // to this thread above and `stream` belongs to it.
+            // in `jobs` until the wait below is over (after a panic, until
+            // `rescue`'s wait: the lane pool keeps `jobs` through the
+            // unwinding); the context is bound to this thread above and
+            // `stream` belongs to it.
             let r = unsafe {
                 lane.dec
                     .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
             };
             lane.host_span(SUBMIT_SPAN, called);
+            assert!(
+                !fail,
+                "GPUFEED_TEST_LANE_PANIC: an engine call, its decode queued"
+            );
             let r = r
                 .and_then(|()| {
                     lane.done
@@ -253,8 +263,24 @@ fn run_lane(lane: &mut Lane, jobs: Vec<EngineJob>) -> EngineReply {
         }
     }
     EngineReply {
-        bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        bytes: jobs
+            .iter_mut()
+            .map(|j| std::mem::take(&mut j.bytes))
+            .collect(),
         taken,
+    }
+}
+
+/// After a lane's call panicked: its stream's work done, nothing taken, so
+/// that the batch thread decodes the call's images with CUDA or the CPU
+/// (`complete_jpegs`), as it does those the engine refuses.
+fn rescue() -> crate::cuda::lanes::Rescue<Lane, Vec<EngineJob>, EngineReply> {
+    crate::cuda::lanes::Rescue {
+        settle: |lane| lane.ctx.bind_to_thread().is_ok() && lane.stream.synchronize().is_ok(),
+        decline: Arc::new(|jobs: Vec<EngineJob>| EngineReply {
+            taken: vec![None; jobs.len()],
+            bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        }),
     }
 }
 
@@ -377,9 +403,10 @@ impl NvRoute {
         let lanes = if states.is_empty() {
             None
         } else {
-            let run = crate::cuda::lanes::observed(run_lane, observe.clone());
+            let run = |l: &mut Lane, q: &mut Vec<EngineJob>| run_lane(l, q);
+            let run = crate::cuda::lanes::observed(run, observe.clone());
             let run = crate::cuda::lanes::counted(run, busy, Vec::len);
-            Some(Lanes::new("gpufeed-engine", states, run)?)
+            Some(Lanes::new("gpufeed-engine", states, run, rescue())?)
         };
         let began = std::time::Instant::now();
         let cuda = DecoupledDecoder::new(ctx, 2, Some(&meter))?;
@@ -392,6 +419,14 @@ impl NvRoute {
             prog: None,
             prog_kinds: Default::default(),
         })
+    }
+
+    /// Its lane pools' stop flags (`Stats::lanes_stopped`).
+    pub(in crate::stage) fn stop_flags(&self) -> Vec<crate::cuda::lanes::StopFlags> {
+        let engine = self.lanes.iter().map(|l| l.stop_flags());
+        engine
+            .chain(self.prog.iter().map(|l| l.stop_flags()))
+            .collect()
     }
 
     /// Send progressive files to the progressive lanes (as many as `kinds`
@@ -616,7 +651,7 @@ impl CudaEngine {
                 None => {
                     for &k in &sub.to_hw {
                         sub.result[k] = Err(crate::error::SampleError::Panic(
-                            "the engine lane decoding it died".into(),
+                            "the engine lane decoding it panicked, and its device work could not be waited for".into(),
                         ));
                     }
                 }
@@ -639,7 +674,7 @@ impl CudaEngine {
                 None => {
                     for &k in &to_prog {
                         sub.result[k] = Err(crate::error::SampleError::Panic(
-                            "the progressive lane decoding it died".into(),
+                            "the scan-kernel lane decoding it panicked, and its device work could not be waited for".into(),
                         ));
                     }
                 }

@@ -61,6 +61,8 @@ pub(super) struct ProgLane {
     ledger: Arc<Ledger>,
     counted: usize,
     counted_pinned: usize,
+    /// Calls so far (`cuda::lanes::panics_now`).
+    calls: usize,
 }
 
 impl Drop for ProgLane {
@@ -93,16 +95,30 @@ pub(super) fn lanes(
             ledger: ledger.clone(),
             counted: 0,
             counted_pinned: 0,
+            calls: 0,
         });
     }
-    let run =
-        crate::cuda::lanes::observed_as(run_lane, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
+    let run = |l: &mut ProgLane, q: &mut Vec<ProgJob>| run_lane(l, q);
+    let run = crate::cuda::lanes::observed_as(run, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
     let run = crate::cuda::lanes::counted(run, busy.clone(), Vec::len);
-    Lanes::new("gpufeed-progressive", states, run)
+    Lanes::new("gpufeed-progressive", states, run, rescue())
+}
+
+/// After a lane's call panicked: its stream's work done, nothing taken, so
+/// that the batch thread decodes the call's files with nvJPEG or the CPU,
+/// as it does those the kernels refuse.
+fn rescue() -> crate::cuda::lanes::Rescue<ProgLane, Vec<ProgJob>, ProgReply> {
+    crate::cuda::lanes::Rescue {
+        settle: |lane| lane.ctx.bind_to_thread().is_ok() && lane.buffers.settle(),
+        decline: Arc::new(|jobs: Vec<ProgJob>| ProgReply {
+            taken: vec![false; jobs.len()],
+            bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        }),
+    }
 }
 
 /// Plan, upload, decode and wait, on the lane's thread.
-fn run_lane(lane: &mut ProgLane, mut jobs: Vec<ProgJob>) -> ProgReply {
+fn run_lane(lane: &mut ProgLane, jobs: &mut [ProgJob]) -> ProgReply {
     let mut taken = vec![false; jobs.len()];
     if lane.ctx.bind_to_thread().is_ok() {
         // The jobs the plan takes and `gf_color` converts, in job order.
@@ -114,7 +130,7 @@ fn run_lane(lane: &mut ProgLane, mut jobs: Vec<ProgJob>) -> ProgReply {
                 ((p.width, p.height) == (j.width, j.height) && converts(&p)).then_some((k, p))
             })
             .unzip();
-        if let Ok(ok) = decode(lane, &jobs, &ks, &plans) {
+        if let Ok(ok) = decode(lane, jobs, &ks, &plans) {
             for k in ok {
                 taken[k] = true;
             }
@@ -134,7 +150,10 @@ fn run_lane(lane: &mut ProgLane, mut jobs: Vec<ProgJob>) -> ProgReply {
         );
     }
     ProgReply {
-        bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        bytes: jobs
+            .iter_mut()
+            .map(|j| std::mem::take(&mut j.bytes))
+            .collect(),
         taken,
     }
 }
@@ -149,6 +168,7 @@ fn decode(
     ks: &[usize],
     plans: &[Plan],
 ) -> Result<Vec<usize>> {
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     if ks.is_empty() {
         return Ok(Vec::new());
     }
@@ -175,6 +195,10 @@ fn decode(
         .queue_scans(&put)
         .and_then(|()| lane.buffers.queue_idct(&put))
         .and_then(|()| lane.buffers.queue_color(&put));
+    assert!(
+        !fail,
+        "GPUFEED_TEST_LANE_PANIC: a scan-kernel call, its kernels queued"
+    );
     // The status download waits for the stream: the writes into the arena
     // are complete when it returns, failed or not.
     let status = lane.buffers.status(&put);

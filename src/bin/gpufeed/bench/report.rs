@@ -170,6 +170,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["decoder_allocations"] = json!(stats.decoder_allocations);
         out["decoder_pinned_wait_s"] = json!(stats.decoder_pinned_wait.as_secs_f64());
         out["decoder_allocations_steady"] = json!(r.steady_allocations);
+        out["lanes_stopped"] = json!(stats.lanes_stopped);
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -306,6 +307,13 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
             println!(
                 "  progressive lanes: {} progressive JPEGs decoded by gpufeed's kernels",
                 stats.decoded_progressive
+            );
+        }
+        if stats.lanes_stopped > 0 {
+            println!(
+                "  {} decode lanes stopped after a panic (a gpufeed bug: please report it); \
+                 their files were decoded on the other routes",
+                stats.lanes_stopped
             );
         }
         if !stats.decoder_pinned_wait.is_zero() {
