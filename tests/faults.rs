@@ -334,8 +334,14 @@ fn lane_panics_lose_no_file(device: Device) {
         println!("{route}: worst batch PSNR {worst:.1} dB; {s:?}");
         assert!(s.lanes_stopped >= 1, "{route}: {s:?}");
         assert_eq!(s.errors.iter().sum::<u64>(), 0, "{route}: {s:?}");
-        // No lane finished a call: the kernels decoded nothing.
+        // No lane finished a call: neither the kernels nor the engine
+        // decoded a file, the other routes decoded them all.
         assert_eq!(s.decoded_progressive, 0, "{route}: {s:?}");
+        assert_eq!(s.decoded_hardware, 0, "{route}: {s:?}");
+        assert!(
+            s.decoded_cuda + s.decoded_cpu_fallback > 0,
+            "{route}: {s:?}"
+        );
     }
 }
 

@@ -73,9 +73,11 @@ pub(super) const STAGE_TRACK: &str = "GPU: stage stream (emulated)";
 /// An emulated decode arena.
 pub(super) type EmuArena = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 
-/// The emulated engine's answer to a group: per job, whether it decoded
-/// into the arena.
-pub(super) type EmuReply = Vec<std::result::Result<(), SampleError>>;
+/// The emulated engine's answer to a group: per job, decoded into the
+/// arena by the engine (`true`) or, its call declined after a panic, by
+/// the CPU (`false`, as the CUDA backend's batch thread counts it); an
+/// error where that failed.
+pub(super) type EmuReply = Vec<std::result::Result<bool, SampleError>>;
 
 /// An image for the emulated engine: bytes, header size, window, and
 /// where it goes (arena, byte offset).
@@ -135,7 +137,7 @@ pub(super) fn emu_engine_declined(cpu: crate::decode::CpuDecoder, jobs: &mut [Em
         ledger: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
         calls: 0,
     };
-    decode_engine_jobs(&mut lane, jobs)
+    decode_engine_jobs(&mut lane, jobs, false)
 }
 
 /// A declined scan-kernel call: each job decoded whole on the CPU.
@@ -165,17 +167,18 @@ pub(super) fn emu_progressive_declined(
 pub(super) fn emu_engine(lane: &mut EmuLane, jobs: &mut [EmuJob]) -> EmuReply {
     let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     let (first, rest) = jobs.split_at(jobs.len().min(1));
-    let mut reply = decode_engine_jobs(lane, first);
+    let mut reply = decode_engine_jobs(lane, first, true);
     assert!(
         !fail,
         "GPUFEED_TEST_LANE_PANIC: an emulated engine call, its first file written"
     );
-    reply.extend(decode_engine_jobs(lane, rest));
+    reply.extend(decode_engine_jobs(lane, rest, true));
     reply
 }
 
-/// The engine's decode of `jobs` (see [`emu_engine`]).
-fn decode_engine_jobs(lane: &mut EmuLane, jobs: &[EmuJob]) -> EmuReply {
+/// The engine's decode of `jobs` (see [`emu_engine`]), answered as by
+/// the engine where `engine`, else as by the CPU.
+fn decode_engine_jobs(lane: &mut EmuLane, jobs: &[EmuJob], engine: bool) -> EmuReply {
     use crate::decode::nvjpeg::Kind;
     use std::sync::atomic::Ordering::Relaxed;
     let EmuLane {
@@ -210,7 +213,7 @@ fn decode_engine_jobs(lane: &mut EmuLane, jobs: &[EmuJob]) -> EmuReply {
             for (y, src) in img.window_rows(r).enumerate() {
                 out[y * row..][..row].copy_from_slice(src);
             }
-            Ok(())
+            Ok(engine)
         })
         .collect()
 }

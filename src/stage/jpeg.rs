@@ -359,8 +359,12 @@ impl DeviceStage {
                             "the emulated engine lane decoding it gave no answer".into(),
                         ))
                     });
-                    counts.hardware += u64::from(got.is_ok());
-                    g.entries[k].outcome = Some(got.map(|()| roi));
+                    match got {
+                        Ok(true) => counts.hardware += 1,
+                        Ok(false) => counts.cpu += 1,
+                        Err(_) => {}
+                    }
+                    g.entries[k].outcome = Some(got.map(|_| roi));
                 }
             }
             (
