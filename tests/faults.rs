@@ -332,7 +332,13 @@ fn lane_panics_lose_no_file(device: Device) {
         });
         let s = dev.stats();
         println!("{route}: worst batch PSNR {worst:.1} dB; {s:?}");
-        assert!(s.lanes_stopped >= 1, "{route}: {s:?}");
+        // A GPU without a hardware engine makes no engine lanes: there the
+        // engine route has none to stop (its files take CUDA throughout).
+        let engine =
+            device != Device::Cuda(0) || gpufeed::decode::nvjpeg::hardware_decoder_info().is_ok();
+        if route == "the default route" || engine {
+            assert!(s.lanes_stopped >= 1, "{route}: {s:?}");
+        }
         assert_eq!(s.errors.iter().sum::<u64>(), 0, "{route}: {s:?}");
         // No lane finished a call: neither the kernels nor the engine
         // decoded a file, the other routes decoded them all.
