@@ -595,6 +595,7 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
         .map_err(Error::cuda("copy labels"))
 }
 
+mod engine_lane;
 mod nvroute;
 mod prog_route;
 pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

@@ -1,0 +1,235 @@
+//! The hardware engine's lanes (issue 16, items 1 and 2): threads of
+//! their own (`cuda/lanes.rs`), each with an nvJPEG engine decoder and a
+//! stream, that run a call's support queries, the decode call and the wait
+//! for its completion, and after a panic wait for the stream and hand the
+//! call's images back (`lanes::Rescue`). The route that feeds them and
+//! collects their answers is `nvroute.rs`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::cuda::timeline::GpuTimeline;
+use crate::decode::nvjpeg::{BatchedDecoder, Dest, Roi};
+
+/// Per engine lane: its decoder's state (re)initializations and decode
+/// calls, with the time each took.
+pub(super) type LaneTimes = Arc<Mutex<Vec<[(u64, Duration); 2]>>>;
+
+/// One image for an engine lane: its bytes, where its first pixel goes,
+/// its width (the pitch of a whole-image decode) and the window the engine
+/// may decode instead of the whole image.
+pub(super) struct EngineJob {
+    pub(super) bytes: crate::reader::PooledBytes,
+    pub(super) dest: u64,
+    pub(super) width: u32,
+    pub(super) window: Option<Roi>,
+    /// The order the engine likes its images in: by chroma subsampling
+    /// (the MCU size), then by size (issue 16, item 2; DALI sorts its
+    /// hardware batches the same way).
+    pub(super) order: ((u32, u32), u64),
+}
+
+/// A lane's answer: the bytes back, and per job `Some(window)` where the
+/// engine decoded it (`Some(None)`: the whole image) and its writes are
+/// complete, `None` where it did not take it.
+pub(super) struct EngineReply {
+    pub(super) bytes: Vec<crate::reader::PooledBytes>,
+    pub(super) taken: Vec<Option<Option<Roi>>>,
+}
+
+/// An engine lane's state.
+pub(super) struct Lane {
+    dec: BatchedDecoder,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Recorded after each decode call; the lane waits on it (blocking).
+    done: CudaEvent,
+    /// This lane's entry of the route's engine timings.
+    stats: LaneTimes,
+    index: usize,
+    /// With a timeline: it, an event recorded before each call, and the
+    /// lane stream's track name.
+    gpu: Option<(Arc<GpuTimeline>, CudaEvent, String)>,
+    /// Calls so far (`cuda::lanes::panics_now`).
+    calls: usize,
+}
+
+impl Lane {
+    /// Lane `index` around `dec`, with a stream of its own on `ctx`.
+    pub(super) fn new(
+        dec: BatchedDecoder,
+        ctx: &Arc<CudaContext>,
+        stats: &LaneTimes,
+        index: usize,
+        timeline: Option<&Arc<GpuTimeline>>,
+    ) -> Result<Lane> {
+        let gpu = match timeline {
+            Some(t) => Some((
+                t.clone(),
+                t.event().map_err(Error::cuda("event"))?,
+                format!("GPU: engine lane {index}"),
+            )),
+            None => None,
+        };
+        Ok(Lane {
+            dec,
+            ctx: ctx.clone(),
+            stream: engine_stream(ctx)?,
+            done: crate::cuda::host_wait_event(ctx).map_err(Error::cuda("event"))?,
+            stats: stats.clone(),
+            index,
+            gpu,
+            calls: 0,
+        })
+    }
+}
+
+/// A lane's stream: of the device's greatest priority with
+/// `GPUFEED_ENGINE_STREAM_PRIORITY=1`, else of the default one. A
+/// diagnostic (issue 16, item 3): at an engine share of 0.5 on an H200
+/// (2026-11-27) the engine's calls took about twice as long per image as
+/// at share 1, while the CUDA route's device phases and the batch kernels
+/// ran on the stage's stream; whether the engine calls' own kernels wait
+/// behind those is what a greater priority would show. Where the priority
+/// cannot be had, say so and use a plain stream.
+fn engine_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    if std::env::var("GPUFEED_ENGINE_STREAM_PRIORITY").as_deref() == Ok("1") {
+        let made = ctx
+            .bind_to_thread()
+            .and_then(|()| cudarc::driver::result::stream::get_priority_range())
+            .and_then(|(_, greatest)| ctx.new_stream_with_priority(greatest));
+        match made {
+            Ok(s) => return Ok(s),
+            // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
+            Err(e) => eprintln!("gpufeed: GPUFEED_ENGINE_STREAM_PRIORITY: {e:?}"),
+        }
+    }
+    ctx.new_stream().map_err(Error::cuda("engine stream"))
+}
+
+/// The timeline's names for a lane call's host parts (issue 16, item 4:
+/// the lanes' ~0.1 CPU-ms per image is nvJPEG's host work, and these say
+/// whether the support queries or the batched call spend it); the rest of
+/// a call is the blocking wait for its completion.
+const SUPPORT_SPAN: &str = "engine: support queries";
+const SUBMIT_SPAN: &str = "engine: batched call (host)";
+/// An engine lane's making, on the build track: its hardware handle,
+/// state and buffers for a call.
+pub(super) const LANE_SPAN: &str = "device: an engine lane (handle, state)";
+
+impl Lane {
+    /// With a timeline, a span on this lane's thread from `start` to now.
+    fn host_span(&self, name: &'static str, start: std::time::Instant) {
+        if let Some((t, _, _)) = &self.gpu {
+            (t.observe())(crate::cuda::timeline::Seen {
+                track: None,
+                name,
+                start,
+                end: std::time::Instant::now(),
+            });
+        }
+    }
+}
+
+/// Support queries, one decode call and the wait for its completion, on
+/// the lane's thread (issue 16, items 1 and 3b).
+pub(super) fn run_lane(lane: &mut Lane, jobs: &mut [EngineJob]) -> EngineReply {
+    let mut taken: Vec<Option<Option<Roi>>> = vec![None; jobs.len()];
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
+    if lane.ctx.bind_to_thread().is_ok() {
+        let mut ks = Vec::with_capacity(jobs.len());
+        let mut rois = Vec::with_capacity(jobs.len());
+        let queried = std::time::Instant::now();
+        for (k, j) in jobs.iter().enumerate() {
+            if let Some(w) = lane.dec.hardware_support(&j.bytes, j.window) {
+                taken[k] = Some(w);
+                ks.push(k);
+                rois.push(w);
+            }
+        }
+        lane.host_span(SUPPORT_SPAN, queried);
+        if !ks.is_empty() {
+            let mut by_order: Vec<usize> = (0..ks.len()).collect();
+            by_order.sort_by_key(|&i| jobs[ks[i]].order);
+            let ks: Vec<usize> = by_order.iter().map(|&i| ks[i]).collect();
+            let rois: Vec<Option<Roi>> = by_order.iter().map(|&i| rois[i]).collect();
+            let data: Vec<&[u8]> = ks.iter().map(|&k| &jobs[k].bytes[..]).collect();
+            let dst: Vec<Dest> = ks
+                .iter()
+                .zip(&rois)
+                .map(|(&k, r)| Dest {
+                    ptr: jobs[k].dest,
+                    pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
+                })
+                .collect();
+            if let Some((_, began, _)) = &lane.gpu {
+                // Only the timeline reads it: a failure loses a span.
+                let _ = began.record(&lane.stream);
+            }
+            let called = std::time::Instant::now();
+            // SAFETY: each destination lies in a decode arena with room for
+            // the whole image (so for any window of it; checked by
+            // `submit_jpegs`), which the batch thread keeps until this
+            // reply is in (`Submitted` waits for it on drop); `data` lives
+            // in `jobs` until the wait below is over (after a panic, until
+            // `rescue`'s wait: the lane pool keeps `jobs` through the
+            // unwinding); the context is bound to this thread above and
+            // `stream` belongs to it.
+            let r = unsafe {
+                lane.dec
+                    .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
+            };
+            lane.host_span(SUBMIT_SPAN, called);
+            assert!(
+                !fail,
+                "GPUFEED_TEST_LANE_PANIC: an engine call, its decode queued"
+            );
+            let r = r
+                .and_then(|()| {
+                    lane.done
+                        .record(&lane.stream)
+                        .map_err(Error::cuda("record"))
+                })
+                .and_then(|()| {
+                    lane.done
+                        .synchronize()
+                        .map_err(Error::cuda("wait for the engine"))
+                });
+            if let (Ok(()), Some((t, began, track))) = (&r, &lane.gpu) {
+                t.span(track, "engine decode", began, &lane.done);
+            }
+            if r.is_err() {
+                // What the call queued must finish before these images are
+                // decoded elsewhere into the same place.
+                let _ = lane.stream.synchronize();
+                for &k in &ks {
+                    taken[k] = None;
+                }
+            }
+        }
+        if let Ok(mut s) = lane.stats.lock() {
+            s[lane.index] = [lane.dec.inits(), lane.dec.calls()];
+        }
+    }
+    EngineReply {
+        bytes: jobs
+            .iter_mut()
+            .map(|j| std::mem::take(&mut j.bytes))
+            .collect(),
+        taken,
+    }
+}
+
+/// After a lane's call panicked: its stream's work done, nothing taken, so
+/// that the batch thread decodes the call's images with CUDA or the CPU
+/// (`complete_jpegs`), as it does those the engine refuses.
+pub(super) fn rescue() -> crate::cuda::lanes::Rescue<Lane, Vec<EngineJob>, EngineReply> {
+    crate::cuda::lanes::Rescue {
+        settle: |lane| lane.ctx.bind_to_thread().is_ok() && lane.stream.synchronize().is_ok(),
+        decline: Arc::new(|jobs: Vec<EngineJob>| EngineReply {
+            taken: vec![None; jobs.len()],
+            bytes: jobs.into_iter().map(|j| j.bytes).collect(),
+        }),
+    }
+}
