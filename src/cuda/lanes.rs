@@ -260,14 +260,6 @@ pub(crate) fn stopped<'a>(
     flags.into_iter().filter(stopped).count() as u64
 }
 
-/// The text of a caught panic.
-fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
-}
-
 impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
     /// One thread per state, named `name-K`; `run` answers a request, and
     /// `rescue` one whose call panicked.
@@ -324,7 +316,7 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
                                 // of the files (the panic hook said where).
                                 eprintln!(
                                     "gpufeed: {lane} stopped after a panic ({}); {}",
-                                    panic_text(p.as_ref()),
+                                    crate::contain::message(p.as_ref()),
                                     if settled {
                                         "its call's files go to the other routes"
                                     } else {
@@ -392,10 +384,11 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
     fn send_from(&self, q: Q, first: usize) -> Ticket<A> {
         let (reply, rx) = bounded(1);
         let n = self.tx.len();
-        let live = (0..n)
-            .map(|k| (first + k) % n)
-            .find(|&k| !self.stopped[k].load(std::sync::atomic::Ordering::Acquire));
-        if let Some(k) = live.or((n > 0).then_some(first % n.max(1))) {
+        if n > 0 {
+            let k = (0..n)
+                .map(|k| (first + k) % n)
+                .find(|&k| !self.stopped[k].load(std::sync::atomic::Ordering::Acquire))
+                .unwrap_or(first % n);
             // A failed send (the thread is gone) drops the reply: the
             // ticket answers `None`.
             let _ = self.tx[k].send((q, reply));

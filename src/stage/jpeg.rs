@@ -351,19 +351,9 @@ impl DeviceStage {
                 }
             }
             (Flight::Emu(t, placed), Engine::Emu(_), Some(Arena::Emu(_)), JpegRoute::Emu(_)) => {
-                let reply = t.wait().unwrap_or_default();
-                let mut reply = reply.into_iter();
-                for (k, roi) in placed {
-                    let got = reply.next().unwrap_or_else(|| {
-                        Err(SampleError::Panic(
-                            "the emulated engine lane decoding it gave no answer".into(),
-                        ))
-                    });
-                    match got {
-                        Ok(true) => counts.hardware += 1,
-                        Ok(false) => counts.cpu += 1,
-                        Err(_) => {}
-                    }
+                let (gpu, cpu) = (&mut counts.hardware, &mut counts.cpu);
+                let got = emu_answers(t.wait(), placed.len(), "engine", gpu, cpu);
+                for ((k, roi), got) in placed.into_iter().zip(got) {
                     g.entries[k].outcome = Some(got.map(|_| roi));
                 }
             }
@@ -373,19 +363,9 @@ impl DeviceStage {
                 Some(Arena::Emu(_)),
                 JpegRoute::Emu(_),
             ) => {
-                let reply = t.wait().unwrap_or_default();
-                let mut reply = reply.into_iter();
-                for k in entries {
-                    let got = reply.next().unwrap_or_else(|| {
-                        Err(SampleError::Panic(
-                            "the emulated scan-kernel lane decoding it gave no answer".into(),
-                        ))
-                    });
-                    match got {
-                        Ok(true) => counts.progressive += 1,
-                        Ok(false) => counts.cpu += 1,
-                        Err(_) => {}
-                    }
+                let (gpu, cpu) = (&mut counts.progressive, &mut counts.cpu);
+                let got = emu_answers(t.wait(), entries.len(), "scan-kernel", gpu, cpu);
+                for (k, got) in entries.into_iter().zip(got) {
                     // Whole images: placement shifts nothing.
                     g.entries[k].outcome = Some(got.map(|_| None));
                 }
@@ -474,6 +454,34 @@ impl DeviceStage {
         }
         let _ = self.arenas.0.try_send(a);
     }
+}
+
+/// An emulated `lane`'s answers to its `n` jobs, counted: in `gpu` those
+/// its device decoded (`true`), in `cpu` those decoded on the CPU after its
+/// call was declined (`false`); an error for each job it gave no answer.
+fn emu_answers(
+    reply: Option<Vec<std::result::Result<bool, SampleError>>>,
+    n: usize,
+    lane: &str,
+    gpu: &mut u64,
+    cpu: &mut u64,
+) -> Vec<std::result::Result<bool, SampleError>> {
+    let mut reply = reply.unwrap_or_default().into_iter();
+    (0..n)
+        .map(|_| {
+            let got = reply.next().unwrap_or_else(|| {
+                Err(SampleError::Panic(format!(
+                    "the emulated {lane} lane decoding it gave no answer"
+                )))
+            });
+            match got {
+                Ok(true) => *gpu += 1,
+                Ok(false) => *cpu += 1,
+                Err(_) => {}
+            }
+            got
+        })
+        .collect()
 }
 
 /// Who decodes the nvJPEG route's images.
