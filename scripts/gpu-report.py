@@ -72,7 +72,7 @@ def targets(named):
     # session 52): at aeb05d5 this line named the engine's run the best.
     plain = {n: r for n, r in runs.items()
              if n.startswith(("shares ", "shares-base ", "in-flight-engine ", "engine-call ",
-                              "sequential-in-flight "))
+                              "sequential-in-flight ", "best "))
              or n in ("bench-cuda", "bench-cuda-beside-dali", "bench-cuda-sequential",
                       "bench-cuda-sequential-beside-dali")}
     if plain:
@@ -84,10 +84,10 @@ def targets(named):
             out.append(f"  default {d:,.0f} (bench-cuda), {100 * d / b:.0f} % of the best: "
                   f"{'within' if d >= 0.9 * b else 'not within'} 10 %")
     # The shares sweeps (`lease`'s shares-base, `quick`'s shares, which
-    # also sweeps in-flight): each share's best row.
+    # also sweeps in-flight, `numbers`' best): each share's best row.
     share = {}
     for n, r in runs.items():
-        if n.startswith(("shares ", "shares-base ")):
+        if n.startswith(("shares ", "shares-base ", "best ")):
             cfg = dict(kv.split("=", 1) for kv in n.split()[1:] if "=" in kv)
             k = cfg.get("hardware-share")
             if k and (k not in share or r["img_per_s"] > share[k]["img_per_s"]):

@@ -163,7 +163,7 @@ for phase in "${phases[@]}"; do
       pool_sweep stack GPUFEED_NVJPEG_READY_FIRST=0
       # The ceiling: nvJPEG alone, the engine's cores reported.
       GPUFEED_SHARE_LOG=1 step decode-bench 90 "$bin/gpufeed" decode-bench "$data" \
-        --batch 256 --iters 10 --hardware-share 0,auto,1
+        --batch 256 --iters 10 --hardware-share 0,auto,1 --sequential-kernels=false
       step bench-cuda-trace 60 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 2 --trace "$logs/trace-default.json"
       # Issue 16, item 1: batches decoding at once, on the engine route.
@@ -251,7 +251,7 @@ for phase in "${phases[@]}"; do
       # candidate default): the sequential files on the scan kernels, the
       # engine's share beside them, new in session 38.
       GPUFEED_SHARE_LOG=1 step decode-bench-kernels 120 "$bin/gpufeed" decode-bench "$data" \
-        --batch 256 --iters 20 --hardware-share 0,auto,1 --sequential-kernels
+        --batch 256 --iters 20 --hardware-share 0,auto,1 --sequential-kernels --in-flight 1,3,6
       # In flight, and the engine's shares beside the kernels.
       step bench-cuda-sequential-sweep 150 env GPUFEED_SEQUENTIAL_GPU=1 "$bin/gpufeed" bench \
         "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 2 --hardware-share 0 \
@@ -489,11 +489,12 @@ for phase in "${phases[@]}"; do
     bench)
       first_batch_steps
       kernel_bench_steps
-      # nvJPEG alone over a range of hardware shares (the default among
-      # them), with the CPU time per image (issue 5).
+      # Decoding alone on the default's routes over a range of hardware
+      # shares (the default among them), with the CPU time per image
+      # (issue 5), one batch at a time and six at once.
       # `auto`: the steered share (issue 16, item 3), starting at 1.
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
-        --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
+        --batch 256 --iters 20 --hardware-share 0,0.5,auto,1 --in-flight 1,6
       # The engine alone, its share of a batch split into 1, 2 or 4 calls
       # in flight at once on their own streams (issue 16, item 2): whether
       # several calls raise its rate.
@@ -501,7 +502,7 @@ for phase in "${phases[@]}"; do
         --batch 256 --iters 20 --hardware-share 1 --engine-calls 1,2,4
       # The CUDA route with its host phases on the decoding thread alone.
       step decode-bench-1thread 60 "$bin/gpufeed" decode-bench "$data" --batch 256 --iters 5 \
-        --hardware-share 0 --threads 0
+        --hardware-share 0 --threads 0 --sequential-kernels=false
       grow_data
       # Issue 6's setting: batch 256, 224x224 f16 NCHW, RRC + flip, all cores.
       step bench-cuda 90 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 \
@@ -575,13 +576,18 @@ for phase in "${phases[@]}"; do
         --epochs 5 --json
       step peer-torchvision 120 python3 benches/peers/torchvision_gpu.py "$bench_data" \
         --batch 256 --epochs 2 --threads "$(nproc)"
-      # The best setting: the best of 243e3c9's sweep (share 0, 4 in
-      # flight) among its neighbours.
+      # The best setting and the engine's shares between the ends (issue
+      # 16: none slower than the faster end), at the default's 6 in
+      # flight and the scan kernels (the default since session 52).
       step bench-cuda-best 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 3 --sweep hardware-share=0,1 --sweep in-flight=3,4 --out "$logs/best"
+        --dtype f16 --epochs 3 --sweep hardware-share=0,0.25,0.5,1 --sweep in-flight=6 \
+        --out "$logs/best"
       full_steps
+      # Decode only on the default's route (the scan kernels beside the
+      # engine's share), one batch at a time and six at once as the
+      # pipeline keeps them: issue 16's ceiling.
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
-        --batch 256 --iters 20 --hardware-share 0,0.5,auto,1
+        --batch 256 --iters 20 --hardware-share 0,auto,1 --in-flight 1,6
       kernel_bench_steps
       ;;
     dali)

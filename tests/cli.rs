@@ -297,7 +297,8 @@ fn kernel_bench_needs_a_gpu_and_says_so() {
     needs_a_gpu(&["kernel-bench", "--batch", "8", "--iters", "2"], "GB/s");
 }
 
-/// On a GPU: one line per share with img/s and CPU time per image.
+/// On a GPU: one line per share, engine calls and batches in flight, with
+/// img/s and CPU time per image.
 fn decode_bench_needs_a_gpu_and_says_so() {
     needs_a_gpu(
         &[
@@ -310,12 +311,16 @@ fn decode_bench_needs_a_gpu_and_says_so() {
             "0,auto,1",
             "--engine-calls",
             "1,2",
+            "--in-flight",
+            "1,2",
         ],
-        "2 engine call(s) per batch",
+        "2 engine call(s) per batch, 2 batch(es) in flight",
     );
-    let (code, _, err) = gpufeed(&["decode-bench", "--engine-calls", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("engine-calls"), "the flag is named: {err}");
+    for flag in ["--engine-calls", "--in-flight"] {
+        let (code, _, err) = gpufeed(&["decode-bench", flag, "0"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(flag), "the flag is named: {err}");
+    }
 }
 
 /// `doctor` says what the machine has, and `--require-gpu` fails where a

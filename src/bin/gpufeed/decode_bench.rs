@@ -30,15 +30,29 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [1u64],
           value_parser = clap::value_parser!(u64).range(1..=64))]
     engine_calls: Vec<u64>,
+    /// Batches decoding at once, one measurement each: this many
+    /// benchmarks, each on a thread of its own with its own arena, engine
+    /// and kernel lanes and `threads / N` host-phase threads, timed
+    /// together (issue 16: the routes' ceiling with several batches in
+    /// flight, as the pipeline keeps them; one batch at a time ran 13,651
+    /// img/s on an H200 where the pipeline ran 46,496).
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64],
+          value_parser = clap::value_parser!(u64).range(1..=16))]
+    in_flight: Vec<u64>,
     /// Decode progressive files with gpufeed's scan kernels, as the
-    /// pipeline's `progressive_kernels` (`GPUFEED_PROGRESSIVE_GPU=1`).
-    #[arg(long)]
-    progressive_kernels: bool,
+    /// pipeline's `progressive_kernels`. Default: the pipeline's (off, or
+    /// `GPUFEED_PROGRESSIVE_GPU=1`).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL")]
+    progressive_kernels: Option<bool>,
     /// Decode the CUDA share's sequential files with gpufeed's scan
-    /// kernels, as the pipeline's `sequential_kernels`
-    /// (`GPUFEED_SEQUENTIAL_GPU=1`): the kernel route's decode-only rate.
-    #[arg(long)]
-    sequential_kernels: bool,
+    /// kernels, as the pipeline's `sequential_kernels`: the kernel
+    /// route's decode-only rate. Default: the pipeline's (on, or off where
+    /// `GPUFEED_SEQUENTIAL_GPU=0`); `--sequential-kernels=false`:
+    /// nvJPEG's CUDA route alone.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL")]
+    sequential_kernels: Option<bool>,
     /// With `--sequential-kernels`, sequential images of more pixels skip
     /// the kernels (to the engine where it takes them, whatever the share,
     /// else nvJPEG's CUDA route), as the pipeline's
@@ -68,80 +82,88 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             serde_json::Value::Null
         }
     };
+    let env = |k: &str| std::env::var(k).ok();
     let max_pixels = args
         .sequential_max_pixels
-        .or_else(|| {
-            let v = std::env::var("GPUFEED_SEQUENTIAL_MAX_PIXELS").ok()?;
-            v.parse().ok()
-        })
+        .or_else(|| env("GPUFEED_SEQUENTIAL_MAX_PIXELS")?.parse().ok())
         .unwrap_or(u64::MAX);
+    // The pipeline's defaults (`PipelineBuilder::sequential_kernels`,
+    // `progressive_kernels`), so that a plain run measures its route.
+    let kernels = Kernels {
+        progressive: args
+            .progressive_kernels
+            .unwrap_or(env("GPUFEED_PROGRESSIVE_GPU").as_deref() == Some("1")),
+        sequential: args
+            .sequential_kernels
+            .unwrap_or(env("GPUFEED_SEQUENTIAL_GPU").as_deref() != Some("0")),
+        max_pixels,
+    };
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut rows = Vec::new();
-    let runs = args
-        .hardware_share
-        .iter()
-        .flat_map(|&s| args.engine_calls.iter().map(move |&c| (s, c as usize)));
-    for (share, calls) in runs {
-        let threads = args
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut runs = Vec::new();
+    for &share in &args.hardware_share {
+        for &calls in &args.engine_calls {
+            for &k in &args.in_flight {
+                runs.push((share, calls as usize, k as usize));
+            }
+        }
+    }
+    for (share, calls, in_flight) in runs {
         let fixed = match share {
             ShareArg::Fixed(s) => Some(s),
             ShareArg::Auto => None,
         };
-        let mut b = DecodeBench::new(
-            args.common.device,
-            &files,
-            args.common.batch,
-            fixed,
-            threads,
+        // The pipeline's workers are one pool for every batch in flight.
+        let each = if threads == 0 {
+            0
+        } else {
+            (threads / in_flight).max(1)
+        };
+        let setting = Setting {
+            device: args.common.device,
+            batch: args.common.batch,
+            share: fixed,
+            threads: each,
             calls,
-        )?
-        .sequential_kernels_max_pixels(max_pixels)
-        .with_kernels(args.progressive_kernels, args.sequential_kernels);
-        for _ in 0..2 {
-            b.run_batch()?;
-        }
-        let (warm, warm_kernels) = (b.routes(), b.decoded_by_kernels());
-        let engine0 = b.engine_time();
-        let (cpu0, t0) = (super::procstat::cpu_seconds(), Instant::now());
-        let mut pixels = 0;
-        for _ in 0..args.iters {
-            pixels += b.run_batch()?;
-        }
-        let secs = t0.elapsed().as_secs_f64();
-        let cpu = super::procstat::cpu_seconds() - cpu0;
-        let images = (args.common.batch * args.iters) as f64;
+            iters: args.iters,
+            kernels,
+        };
+        let m = measure(&files, &setting, in_flight)?;
+        let images = (args.common.batch * args.iters * in_flight) as f64;
         let (img_s, mp_s, cpu_ms) = (
-            images / secs,
-            pixels as f64 / secs / 1e6,
-            cpu * 1e3 / images,
+            images / m.seconds,
+            m.pixels as f64 / m.seconds / 1e6,
+            m.cpu_seconds * 1e3 / images,
         );
-        let r = b.routes();
-        let (hw, cuda, cpu_fb) = (r.0 - warm.0, r.1 - warm.1, r.2 - warm.2);
-        let kernels = b.decoded_by_kernels() - warm_kernels;
-        let engine1 = b.engine_time();
-        let ms = |k: usize| (engine1[k].1 - engine0[k].1).as_secs_f64() * 1e3;
-        let (inits, init_ms, call_ms) = (engine1[0].0 - engine0[0].0, ms(0), ms(1));
+        let [hw, cuda, cpu_fb, by_kernels] = m.routes;
+        let ms = |k: usize| m.engine[k].1.as_secs_f64() * 1e3;
+        let (inits, init_ms, call_ms) = (m.engine[0].0, ms(0), ms(1));
         let row = serde_json::json!({
-            "backend": b.describe(), "hardware_share": share.to_string(),
-            "share_at_end": b.share(), "batch": args.common.batch,
-            "threads": threads, "engine_calls": calls,
-            "images": images, "seconds": secs, "images_per_s": img_s,
+            "backend": m.describe, "hardware_share": share.to_string(),
+            "share_at_end": m.share_at_end, "batch": args.common.batch,
+            "threads": threads, "threads_per_batch": each, "in_flight": in_flight,
+            "engine_calls": calls,
+            "images": images, "seconds": m.seconds, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
-            "decoded_kernels": kernels,
+            "decoded_kernels": by_kernels,
+            "progressive_kernels": kernels.progressive,
+            "sequential_kernels": kernels.sequential,
             "sequential_max_pixels": (max_pixels < u64::MAX).then_some(max_pixels),
             "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
             "hardware_decoder": engine,
         });
         if !args.json {
             println!(
-                "{}: share {share}{}, {calls} engine call(s) per batch, {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
-                 (hardware {hw}, CUDA {cuda}, scan kernels {kernels}, CPU {cpu_fb}; engine state re-initialized {inits} \
+                "{}: share {share}{}, {calls} engine call(s) per batch, {in_flight} batch(es) in flight, \
+                 {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
+                 (hardware {hw}, CUDA {cuda}, scan kernels {by_kernels}, CPU {cpu_fb}; engine state re-initialized {inits} \
                  times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
-                b.describe(),
+                m.describe,
                 match share {
-                    ShareArg::Auto => format!(" (at {:.3} at the end)", b.share()),
+                    ShareArg::Auto => format!(" (at {:.3} at the end)", m.share_at_end),
                     ShareArg::Fixed(_) => String::new(),
                 },
             );
@@ -152,4 +174,120 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())
+}
+
+/// Which files the scan kernels take, as the pipeline's settings.
+#[derive(Clone, Copy)]
+struct Kernels {
+    progressive: bool,
+    sequential: bool,
+    max_pixels: u64,
+}
+
+/// One benchmark's settings.
+struct Setting {
+    device: usize,
+    batch: usize,
+    share: Option<f32>,
+    threads: usize,
+    calls: usize,
+    iters: usize,
+    kernels: Kernels,
+}
+
+/// What the timed batches of one measurement did, summed over the
+/// benchmarks in flight.
+struct Measured {
+    describe: String,
+    seconds: f64,
+    cpu_seconds: f64,
+    pixels: u64,
+    /// Images by route: engine, CUDA, CPU, scan kernels.
+    routes: [u64; 4],
+    /// Engine state (re)initializations and engine calls: count, time.
+    engine: [(u64, std::time::Duration); 2],
+    /// The engine's share at the end, averaged over the benchmarks.
+    share_at_end: f32,
+}
+
+/// One benchmark's part of [`Measured`].
+type Part = (String, u64, [u64; 4], [(u64, std::time::Duration); 2], f32);
+
+/// `in_flight` benchmarks of `setting`, each on a thread of its own: two
+/// warm-up batches each, then `iters` timed batches each, all started at
+/// once and timed until the last ends, with the process's CPU time.
+fn measure(files: &[Vec<u8>], setting: &Setting, in_flight: usize) -> anyhow::Result<Measured> {
+    let start = std::sync::Barrier::new(in_flight + 1);
+    let (parts, seconds, cpu_seconds) = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..in_flight)
+            .map(|_| sc.spawn(|| one(files, setting, &start)))
+            .collect();
+        start.wait();
+        let (cpu0, t0) = (super::procstat::cpu_seconds(), Instant::now());
+        let parts: Vec<anyhow::Result<Part>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a benchmark thread panicked")))
+            })
+            .collect();
+        let cpu = super::procstat::cpu_seconds() - cpu0;
+        (parts, t0.elapsed().as_secs_f64(), cpu)
+    });
+    let mut m = Measured {
+        describe: String::new(),
+        seconds,
+        cpu_seconds,
+        pixels: 0,
+        routes: [0; 4],
+        engine: Default::default(),
+        share_at_end: 0.0,
+    };
+    for part in parts {
+        let (describe, pixels, routes, engine, share) = part?;
+        m.describe = describe;
+        m.pixels += pixels;
+        for (sum, n) in m.routes.iter_mut().zip(routes) {
+            *sum += n;
+        }
+        for (sum, (n, t)) in m.engine.iter_mut().zip(engine) {
+            sum.0 += n;
+            sum.1 += t;
+        }
+        m.share_at_end += share / in_flight as f32;
+    }
+    Ok(m)
+}
+
+/// One benchmark of [`measure`]: built and warmed up, then its timed
+/// batches once `start` lets every benchmark go. It waits at `start`
+/// whatever happens before, so that the others are not kept waiting.
+fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Result<Part> {
+    let warmed = DecodeBench::new(s.device, files, s.batch, s.share, s.threads, s.calls)
+        .map(|b| {
+            b.sequential_kernels_max_pixels(s.kernels.max_pixels)
+                .with_kernels(s.kernels.progressive, s.kernels.sequential)
+        })
+        .and_then(|mut b| {
+            for _ in 0..2 {
+                b.run_batch()?;
+            }
+            Ok(b)
+        });
+    start.wait();
+    let mut b = warmed?;
+    let routes = |b: &DecodeBench| {
+        let (hw, cuda, cpu) = b.routes();
+        [hw, cuda, cpu, b.decoded_by_kernels()]
+    };
+    let (routes0, engine0) = (routes(&b), b.engine_time());
+    let mut pixels = 0;
+    for _ in 0..s.iters {
+        pixels += b.run_batch()?;
+    }
+    let (routes1, engine1) = (routes(&b), b.engine_time());
+    let routes = std::array::from_fn(|k| routes1[k] - routes0[k]);
+    let engine =
+        std::array::from_fn(|k| (engine1[k].0 - engine0[k].0, engine1[k].1 - engine0[k].1));
+    Ok((b.describe(), pixels, routes, engine, b.share()))
 }

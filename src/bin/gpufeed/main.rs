@@ -34,7 +34,9 @@ enum Command {
     Bench(bench::Args),
     /// Measure the fused augment kernel's bandwidth on a CUDA device.
     KernelBench(kernel_bench::Args),
-    /// Measure nvJPEG decoding alone on a CUDA device, per hardware share.
+    /// Measure JPEG decoding alone on a CUDA device (the pipeline's routes:
+    /// nvJPEG's and the scan kernels), per hardware share and batches in
+    /// flight.
     DecodeBench(decode_bench::Args),
     /// Progressive JPEGs decoded by gpufeed's own kernels on a GPU, timed
     /// per kernel.
