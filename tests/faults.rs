@@ -348,6 +348,36 @@ fn lane_panics_lose_no_file(device: Device) {
             s.decoded_cuda + s.decoded_cpu_fallback > 0,
             "{route}: {s:?}"
         );
+        // Every lane stopped in those two epochs (a batch's call each).
+        // From then on the workers keep the files on their own route
+        // instead of sending them to lanes that hand them back to the
+        // batch thread: in a third epoch, the workers' host phases
+        // decode them (the emulated device counts the batch thread's
+        // decodes as the CPU's, CUDA as `decoded_cuda_batch_thread`).
+        common::each_batch_as_cpu_in(&mut cpu, &mut dev, 2..3, |g, w, what| {
+            assert!(g.skipped().is_empty(), "{route}, {what}: {:?}", g.skipped());
+            let got = g.images().to_host().unwrap();
+            if exact {
+                common::tolerance::close(&got, w.images(), true, &format!("{route}, {what}"));
+            }
+        });
+        let t = dev.stats();
+        let workers = |s: &gpufeed::pipeline::Stats| s.decoded_cuda - s.decoded_cuda_batch_thread;
+        let (by_workers, samples) = (workers(&t) - workers(&s), t.samples - s.samples);
+        println!("{route}, epoch 2: the workers decoded {by_workers} of {samples}; {t:?}");
+        assert_eq!(t.decoded_progressive, 0, "{route}: {t:?}");
+        assert_eq!(t.decoded_hardware, 0, "{route}: {t:?}");
+        if exact {
+            assert_eq!(by_workers, samples, "{route}: {t:?}");
+            assert_eq!(
+                t.decoded_cpu_fallback, s.decoded_cpu_fallback,
+                "{route}: {t:?}"
+            );
+        } else {
+            // On CUDA the batch thread also takes a file no worker decoder
+            // was free for.
+            assert!(by_workers > 0, "{route}: {t:?}");
+        }
     }
 }
 

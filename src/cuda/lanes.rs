@@ -252,6 +252,37 @@ pub(crate) fn panics_now(calls: &mut usize) -> bool {
 /// Per lane of a pool, whether it stopped after a panic.
 pub(crate) type StopFlags = std::sync::Arc<[std::sync::atomic::AtomicBool]>;
 
+/// Some lanes of a pool (a range of its stop flags), for the workers'
+/// routing: once none of them takes requests, files that would go there
+/// go to the workers' own routes instead of to lanes that would only hand
+/// them back to the batch thread.
+#[derive(Debug, Clone)]
+pub(crate) struct LaneSet {
+    flags: StopFlags,
+    range: std::ops::Range<usize>,
+}
+
+impl LaneSet {
+    /// Lanes `range` of the pool whose flags are `flags`.
+    pub(crate) fn new(flags: StopFlags, range: std::ops::Range<usize>) -> LaneSet {
+        LaneSet { flags, range }
+    }
+
+    /// Every lane of the pool whose flags are `flags`.
+    pub(crate) fn all(flags: StopFlags) -> LaneSet {
+        let range = 0..flags.len();
+        LaneSet { flags, range }
+    }
+
+    /// Whether any of them has not stopped.
+    pub(crate) fn any_live(&self) -> bool {
+        let stopped =
+            |s: &std::sync::atomic::AtomicBool| s.load(std::sync::atomic::Ordering::Acquire);
+        let set = self.flags.get(self.range.clone()).unwrap_or_default();
+        set.iter().any(|s| !stopped(s))
+    }
+}
+
 /// How many of `flags`' lanes stopped (`Stats::lanes_stopped`).
 pub(crate) fn stopped<'a>(
     flags: impl IntoIterator<Item = &'a std::sync::atomic::AtomicBool>,
@@ -526,6 +557,38 @@ mod tests {
         assert_eq!(lanes.stopped(), 2);
         let mut turn = 0;
         assert_eq!(lanes.submit_among(9, 1..2, &mut turn).wait(), Some(1009));
+    }
+
+    #[test]
+    fn a_lane_set_is_live_while_one_of_its_lanes_is() {
+        let lanes = Lanes::new(
+            "test",
+            vec![0u32; 4],
+            |_: &mut u32, q: &mut u32| -> u32 {
+                assert!(*q < 100, "lane panics on {q}");
+                *q
+            },
+            rescue(true),
+        )
+        .unwrap();
+        let (all, low) = (
+            super::LaneSet::all(lanes.stop_flags()),
+            super::LaneSet::new(lanes.stop_flags(), 0..2),
+        );
+        let high = super::LaneSet::new(lanes.stop_flags(), 2..4);
+        assert!(all.any_live() && low.any_live() && high.any_live());
+        let mut turn = 0;
+        for q in [100, 101] {
+            assert_eq!(
+                lanes.submit_among(q, 0..2, &mut turn).wait(),
+                Some(q + 1000)
+            );
+        }
+        // Lanes 0 and 1 stopped: their set is dead, the others live.
+        assert!(!low.any_live());
+        assert!(all.any_live() && high.any_live());
+        // A range past the pool holds no live lane.
+        assert!(!super::LaneSet::new(lanes.stop_flags(), 4..6).any_live());
     }
 
     #[test]

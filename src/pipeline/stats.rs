@@ -155,8 +155,9 @@ pub struct Stats {
     /// Decode lanes (engine or scan kernels) that stopped after a panic, a
     /// gpufeed bug to report. Their calls' files were decoded on the other
     /// routes (CUDA, then the CPU) and the other lanes took their turns,
-    /// so no file was lost to it; with every lane of a kind stopped, its
-    /// files go to those routes, at their speed.
+    /// so no file was lost to it; with every lane of a kind stopped, the
+    /// workers keep its files on nvJPEG's CUDA route, as without those
+    /// lanes.
     pub lanes_stopped: u64,
     /// Buffers nvJPEG's decoders took from the CUDA driver (on the
     /// emulated device, buffers its engine lanes grew). Each allocation,

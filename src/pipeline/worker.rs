@@ -480,7 +480,7 @@ fn process(
             kernels: shared
                 .worker_decode
                 .as_ref()
-                .is_some_and(|w| w.kernels.takes(header.sof, to_engine, pixels)),
+                .is_some_and(|w| w.to_kernels(header.sof, to_engine, pixels)),
             plan: None,
             progressive: header.sof == crate::jpeg::SofKind::Progressive,
             width: header.width,

@@ -134,6 +134,46 @@ pub(crate) struct WorkerDecode {
     /// Which files go to the batch thread compressed for gpufeed's scan
     /// kernels instead of a host phase here.
     pub(crate) kernels: KernelRule,
+    /// Whether the lanes those files would go to still take them.
+    pub(crate) live: LiveLanes,
+}
+
+/// The decode lanes the workers send files to, by kind (`None`: none
+/// made). A lane stops after a panic (`cuda::lanes::Rescue`) and hands
+/// back what reaches it, which the batch thread then decodes alone; once
+/// every lane of a kind has stopped, the workers keep that kind's files
+/// on their own routes (nvJPEG's host phase, or the CPU where nvJPEG
+/// refuses), so that the pipeline degrades to its CUDA route at the
+/// workers' pace instead of the batch thread's.
+#[derive(Debug, Default)]
+pub(crate) struct LiveLanes {
+    engine: Option<crate::cuda::lanes::LaneSet>,
+    /// The scan kernels' lanes for sequential files, then progressive.
+    kernels: [Option<crate::cuda::lanes::LaneSet>; 2],
+}
+
+impl LiveLanes {
+    /// The engine's lanes' flags, and the scan kernels' pool's, shared
+    /// between the kinds as `kinds` says.
+    pub(crate) fn of(
+        engine: Option<crate::cuda::lanes::StopFlags>,
+        kernels: Option<crate::cuda::lanes::StopFlags>,
+        kinds: &super::KernelLanes,
+    ) -> LiveLanes {
+        use crate::cuda::lanes::LaneSet;
+        let kind = |progressive| {
+            let flags = kernels.clone()?;
+            Some(LaneSet::new(flags, kinds.range(progressive)))
+        };
+        LiveLanes {
+            engine: engine.map(LaneSet::all),
+            kernels: [kind(false), kind(true)],
+        }
+    }
+
+    fn live(set: &Option<crate::cuda::lanes::LaneSet>) -> bool {
+        set.as_ref().is_none_or(|s| s.any_live())
+    }
 }
 
 /// Which JPEGs gpufeed's scan kernels take (issue 16, item 3c): one rule
@@ -217,8 +257,22 @@ impl WorkerDecode {
         sof: crate::jpeg::SofKind,
         pixels: u64,
     ) -> bool {
-        self.share.route(self.engine, engine_ok, draw)
-            || (self.engine && engine_ok && self.kernels.too_large(sof, pixels))
+        let engine = self.share.route(self.engine, engine_ok, draw)
+            || (self.engine && engine_ok && self.kernels.too_large(sof, pixels));
+        engine && LiveLanes::live(&self.live.engine)
+    }
+
+    /// Whether an image of coding process `sof` and `pixels` pixels,
+    /// routed to the engine or not (`to_engine`), goes to the scan
+    /// kernels: by the rule, while a lane of its kind takes files.
+    pub(crate) fn to_kernels(
+        &self,
+        sof: crate::jpeg::SofKind,
+        to_engine: bool,
+        pixels: u64,
+    ) -> bool {
+        let kind = usize::from(sof == crate::jpeg::SofKind::Progressive);
+        self.kernels.takes(sof, to_engine, pixels) && LiveLanes::live(&self.live.kernels[kind])
     }
 
     /// The scan kernels' plan of `bytes`, a `size` image, for

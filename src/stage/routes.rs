@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::Engine;
 use super::cuda::NvRoute;
-use super::handoff::{KernelRule, WorkerDecode, WorkerDecodeKind};
+use super::handoff::{KernelRule, LiveLanes, WorkerDecode, WorkerDecodeKind};
 use super::jpeg::JpegRoute;
 use crate::config::Config;
 use crate::cuda::lanes::Observe;
@@ -53,6 +53,15 @@ impl KernelLanes {
         }
     }
 
+    /// The lanes that take files of one kind (progressive or not).
+    pub(crate) fn range(&self, progressive: bool) -> std::ops::Range<usize> {
+        let n = self.per_kind;
+        match (self.both, progressive) {
+            (true, true) => n..2 * n,
+            _ => 0..n,
+        }
+    }
+
     /// The calls for the files `files` (`progressive(f)`: f is one), each
     /// with the lanes it may go to and its kind's turn count for
     /// `Lanes::submit_among`: one call, or with both kinds on one per kind
@@ -62,13 +71,13 @@ impl KernelLanes {
         files: Vec<T>,
         progressive: impl Fn(&T) -> bool,
     ) -> Vec<(Vec<T>, std::ops::Range<usize>, &mut usize)> {
-        let n = self.per_kind;
+        let (seq_lanes, prog_lanes) = (self.range(false), self.range(true));
         let [seq_turn, prog_turn] = &mut self.turns;
         if !self.both {
-            return vec![(files, 0..n, seq_turn)];
+            return vec![(files, seq_lanes, seq_turn)];
         }
         let (prog, seq): (Vec<T>, Vec<T>) = files.into_iter().partition(|f| progressive(f));
-        vec![(seq, 0..n, seq_turn), (prog, n..2 * n, prog_turn)]
+        vec![(seq, seq_lanes, seq_turn), (prog, prog_lanes, prog_turn)]
     }
 }
 
@@ -152,6 +161,7 @@ pub(super) fn make(
                                 sequential: r.has_progressive() && cfg.sequential,
                                 max_pixels: cfg.sequential_max_pixels,
                             },
+                            live: r.live_lanes(),
                         };
                         (Some(JpegRoute::Cuda(r)), Some(Arc::new(workers)))
                     }
@@ -165,7 +175,7 @@ pub(super) fn make(
                 // The emulated device plays a hardware engine, so that
                 // CI runs both halves of the route: the share's draws
                 // decode at its lanes, the rest on the workers.
-                let workers = WorkerDecode {
+                let mut workers = WorkerDecode {
                     engine: true,
                     share: share.clone(),
                     kind: WorkerDecodeKind::Emu,
@@ -174,6 +184,7 @@ pub(super) fn make(
                         sequential: cfg.sequential,
                         max_pixels: cfg.sequential_max_pixels,
                     },
+                    live: LiveLanes::default(),
                 };
                 let largest: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
                 let cpus = (0..cfg.in_flight)
@@ -242,6 +253,11 @@ pub(super) fn make(
                 } else {
                     None
                 };
+                workers.live = LiveLanes::of(
+                    Some(lanes.stop_flags()),
+                    prog.as_ref().map(|p| p.stop_flags()),
+                    &prog_kinds,
+                );
                 let route = super::jpeg::EmuRoute {
                     engine: lanes,
                     prog,

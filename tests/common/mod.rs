@@ -126,10 +126,20 @@ pub(crate) fn each_batch_as_cpu(
     cpu: &mut gpufeed::Pipeline,
     dev: &mut gpufeed::Pipeline,
     epochs: u64,
+    check: impl FnMut(&gpufeed::Batch, &gpufeed::Batch, &str),
+) {
+    each_batch_as_cpu_in(cpu, dev, 0..epochs, check);
+}
+
+/// [`each_batch_as_cpu`] over the epochs `epochs`.
+pub(crate) fn each_batch_as_cpu_in(
+    cpu: &mut gpufeed::Pipeline,
+    dev: &mut gpufeed::Pipeline,
+    epochs: std::ops::Range<u64>,
     mut check: impl FnMut(&gpufeed::Batch, &gpufeed::Batch, &str),
 ) {
     let names = |e: &[gpufeed::Error]| e.iter().map(|e| e.to_string()).collect::<Vec<_>>();
-    for epoch in 0..epochs {
+    for epoch in epochs {
         let want: Vec<_> = cpu.epoch(epoch).map(Result::unwrap).collect();
         let mut batches = 0;
         for (b, (g, w)) in dev.epoch(epoch).zip(&want).enumerate() {

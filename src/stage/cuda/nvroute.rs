@@ -208,6 +208,15 @@ impl NvRoute {
             .collect()
     }
 
+    /// Its lanes as the workers' routing reads them.
+    pub(in crate::stage) fn live_lanes(&self) -> super::super::handoff::LiveLanes {
+        super::super::handoff::LiveLanes::of(
+            self.lanes.as_ref().map(|l| l.stop_flags()),
+            self.prog.as_ref().map(|l| l.stop_flags()),
+            &self.prog_kinds,
+        )
+    }
+
     /// Send progressive files to the progressive lanes (as many as `kinds`
     /// says: `cuda::lanes::progressive_lanes`) on `engine`'s device
     /// (`prog_route.rs`),
