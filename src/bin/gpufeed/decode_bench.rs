@@ -67,6 +67,8 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let files = super::read_images(args.common.data)?;
+    // No device is every setting's failure: said once.
+    gpufeed::cuda::devices()?;
     // The engine's width, as the library reports it (issue 16, item 2).
     let engine = match gpufeed::decode::nvjpeg::hardware_decoder_info() {
         Ok((engines, cores)) => {
@@ -101,7 +103,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut rows = Vec::new();
+    let (mut rows, mut failed) = (Vec::new(), None);
     let mut runs = Vec::new();
     for &share in &args.hardware_share {
         for &calls in &args.engine_calls {
@@ -130,7 +132,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             iters: args.iters,
             kernels,
         };
-        let m = measure(&files, &setting, in_flight)?;
+        // A setting the device cannot hold (more engine states than
+        // nvJPEG makes, say) fails alone: the others are still measured.
+        let m = match measure(&files, &setting, in_flight) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("share {share}, {calls} engine call(s), {in_flight} in flight: {e:#}");
+                failed.get_or_insert(e);
+                continue;
+            }
+        };
         let images = (args.common.batch * args.iters * in_flight) as f64;
         let (img_s, mp_s, cpu_ms) = (
             images / m.seconds,
@@ -173,7 +184,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// Which files the scan kernels take, as the pipeline's settings.
