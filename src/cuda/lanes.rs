@@ -276,10 +276,8 @@ impl LaneSet {
 
     /// Whether any of them has not stopped.
     pub(crate) fn any_live(&self) -> bool {
-        let stopped =
-            |s: &std::sync::atomic::AtomicBool| s.load(std::sync::atomic::Ordering::Acquire);
         let set = self.flags.get(self.range.clone()).unwrap_or_default();
-        set.iter().any(|s| !stopped(s))
+        stopped(set) < set.len() as u64
     }
 }
 

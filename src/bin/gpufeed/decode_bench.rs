@@ -221,8 +221,21 @@ struct Measured {
     share_at_end: f32,
 }
 
-/// One benchmark's part of [`Measured`].
-type Part = (String, u64, [u64; 4], [(u64, std::time::Duration); 2], f32);
+impl Measured {
+    /// One of `n` benchmarks' timed batches added in.
+    fn add(&mut self, part: Measured, n: usize) {
+        self.describe = part.describe;
+        self.pixels += part.pixels;
+        for (sum, k) in self.routes.iter_mut().zip(part.routes) {
+            *sum += k;
+        }
+        for (sum, (k, t)) in self.engine.iter_mut().zip(part.engine) {
+            sum.0 += k;
+            sum.1 += t;
+        }
+        self.share_at_end += part.share_at_end / n as f32;
+    }
+}
 
 /// `in_flight` benchmarks of `setting`, each on a thread of its own: two
 /// warm-up batches each, then `iters` timed batches each, all started at
@@ -235,7 +248,7 @@ fn measure(files: &[Vec<u8>], setting: &Setting, in_flight: usize) -> anyhow::Re
             .collect();
         start.wait();
         let (cpu0, t0) = (super::procstat::cpu_seconds(), Instant::now());
-        let parts: Vec<anyhow::Result<Part>> = handles
+        let parts: Vec<anyhow::Result<Measured>> = handles
             .into_iter()
             .map(|h| {
                 h.join()
@@ -255,25 +268,16 @@ fn measure(files: &[Vec<u8>], setting: &Setting, in_flight: usize) -> anyhow::Re
         share_at_end: 0.0,
     };
     for part in parts {
-        let (describe, pixels, routes, engine, share) = part?;
-        m.describe = describe;
-        m.pixels += pixels;
-        for (sum, n) in m.routes.iter_mut().zip(routes) {
-            *sum += n;
-        }
-        for (sum, (n, t)) in m.engine.iter_mut().zip(engine) {
-            sum.0 += n;
-            sum.1 += t;
-        }
-        m.share_at_end += share / in_flight as f32;
+        m.add(part?, in_flight);
     }
     Ok(m)
 }
 
 /// One benchmark of [`measure`]: built and warmed up, then its timed
-/// batches once `start` lets every benchmark go. It waits at `start`
-/// whatever happens before, so that the others are not kept waiting.
-fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Result<Part> {
+/// batches once `start` lets every benchmark go (their time is
+/// `measure`'s). It waits at `start` whatever happens before, so that the
+/// others are not kept waiting.
+fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Result<Measured> {
     let warmed = DecodeBench::new(s.device, files, s.batch, s.share, s.threads, s.calls)
         .map(|b| {
             b.sequential_kernels_max_pixels(s.kernels.max_pixels)
@@ -300,5 +304,13 @@ fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Re
     let routes = std::array::from_fn(|k| routes1[k] - routes0[k]);
     let engine =
         std::array::from_fn(|k| (engine1[k].0 - engine0[k].0, engine1[k].1 - engine0[k].1));
-    Ok((b.describe(), pixels, routes, engine, b.share()))
+    Ok(Measured {
+        describe: b.describe(),
+        seconds: 0.0,
+        cpu_seconds: 0.0,
+        pixels,
+        routes,
+        engine,
+        share_at_end: b.share(),
+    })
 }
