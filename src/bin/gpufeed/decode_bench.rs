@@ -35,7 +35,7 @@ pub(crate) struct Args {
     /// and kernel lanes and `threads / N` host-phase threads, timed
     /// together (issue 16: the routes' ceiling with several batches in
     /// flight, as the pipeline keeps them; one batch at a time ran 13,651
-    /// img/s on an H200 where the pipeline ran 46,496).
+    /// img/s where the pipeline ran 46,496: H200, aeb05d5, 2026-11-30).
     #[arg(long, value_delimiter = ',', default_values_t = [1u64],
           value_parser = clap::value_parser!(u64).range(1..=16))]
     in_flight: Vec<u64>,
