@@ -60,6 +60,9 @@ pub(crate) struct Config {
     /// Limit on nvJPEG's memory for the CUDA route's decoder pool
     /// (issue 16, item 5).
     pub(crate) decoder_memory: u64,
+    /// Limit on the scan kernels' lanes' device buffers for their files,
+    /// coefficients and samples, all lanes together (`u64::MAX`: none).
+    pub(crate) kernel_memory: u64,
     pub(crate) cpu_backend: CpuBackend,
     pub(crate) apply_orientation: bool,
     pub(crate) trace: bool,

@@ -130,6 +130,8 @@ fn bench_prints_a_table_and_json() {
             "64",
             "--decoder-memory-limit",
             "64MiB",
+            "--kernel-memory-limit",
+            "16MiB",
             "--hardware-share",
             "auto",
         ]);
@@ -138,6 +140,9 @@ fn bench_prints_a_table_and_json() {
         let held = v["decoder_pinned_bytes"].as_u64().unwrap();
         assert!(held > 0, "{v}");
         assert!(v["decoder_peak_bytes"].as_u64().unwrap() >= held, "{v}");
+        // The scan kernels' buffers, within their limit.
+        let kernels = v["kernel_device_bytes"].as_u64().unwrap();
+        assert!(kernels > 0 && kernels <= 16 << 20, "{v}");
         // The routes' counts (issue 16): every sample photo is the
         // device's (the scan kernels' since session 52, or nvJPEG's).
         let routes = [

@@ -42,6 +42,9 @@ common::tests!(
     #[cfg(feature = "kernel-emu")]
     emu_files_the_kernels_refuse_stay_on_the_workers,
     gpu_files_the_kernels_refuse_stay_on_the_workers,
+    #[cfg(feature = "kernel-emu")]
+    emu_kernel_memory_limit_bounds_the_lanes,
+    gpu_kernel_memory_limit_bounds_the_lanes,
 );
 
 #[cfg(feature = "kernel-emu")]
@@ -102,23 +105,18 @@ fn large_to_engine(device: gpufeed::Device) -> Outcome {
     use gpufeed::source::Sample;
     let root = common::corpus()?;
     let limit = 500 * 333;
-    let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
     let (mut samples, mut large, mut small) = (Vec::new(), 0u64, 0u64);
-    for row in manifest.lines() {
-        let f: Vec<&str> = row.split('\t').collect();
-        if f.len() > 4 && f[0].starts_with("photos/imagenet-size/") && f[4] == "baseline" {
-            let path = root.join(f[0]);
-            let h = gpufeed::jpeg::parse_header(&std::fs::read(&path).unwrap(), u64::MAX).unwrap();
-            if gpufeed::decode::nvjpeg::hardware_takes(&h) {
-                let pixels = u64::from(h.width) * u64::from(h.height);
-                if pixels > limit {
-                    large += 1;
-                } else {
-                    small += 1;
-                }
-                let label = samples.len() as u32 % 7;
-                samples.push(Sample { path, label });
+    for path in imagenet_size(&root, |c| c == "baseline") {
+        let h = gpufeed::jpeg::parse_header(&std::fs::read(&path).unwrap(), u64::MAX).unwrap();
+        if gpufeed::decode::nvjpeg::hardware_takes(&h) {
+            let pixels = u64::from(h.width) * u64::from(h.height);
+            if pixels > limit {
+                large += 1;
+            } else {
+                small += 1;
             }
+            let label = samples.len() as u32 % 7;
+            samples.push(Sample { path, label });
         }
     }
     assert!(large > 0 && small > 0, "{large} large, {small} not");
@@ -144,6 +142,95 @@ fn large_to_engine(device: gpufeed::Device) -> Outcome {
         assert_eq!(elsewhere, 2 * large, "{s:?}");
         let engine = gpufeed::decode::nvjpeg::hardware_decoder_info().is_ok();
         assert_eq!(s.decoded_hardware > 0, engine, "{s:?}");
+    }
+    Ok(())
+}
+
+/// `kernel_memory_limit` (issue 16, item 5): with a third of what the
+/// scan kernels' lanes hold without a limit, they hold at most the limit
+/// for their files, coefficients and samples
+/// (`Memory::kernel_device_bytes`), cutting calls into parts one after
+/// another, and still decode files; with the least limit (1 MiB) the
+/// files past a lane's share alone stay on the workers' route; every batch has the CPU backend's samples
+/// and, emulated, its pixels bit for bit.
+#[cfg(feature = "kernel-emu")]
+fn emu_kernel_memory_limit_bounds_the_lanes() -> Outcome {
+    kernel_memory_bound(gpufeed::Device::Emulated)
+}
+
+fn gpu_kernel_memory_limit_bounds_the_lanes() -> Outcome {
+    common::need_gpu()?;
+    kernel_memory_bound(gpufeed::Device::Cuda(0))
+}
+
+fn kernel_memory_bound(device: gpufeed::Device) -> Outcome {
+    use gpufeed::source::Sample;
+    let root = common::corpus()?;
+    let samples: Vec<Sample> = imagenet_size(&root, |c| c == "baseline")
+        .into_iter()
+        .take(64)
+        .enumerate()
+        .map(|(i, path)| Sample {
+            path,
+            label: i as u32 % 7,
+        })
+        .collect();
+    let source = gpufeed::Source::from_samples(&root, samples).unwrap();
+    let emulated = device != gpufeed::Device::Cuda(0);
+    let run = |limit: Option<u64>| {
+        let build = |device, on: bool| {
+            let b = small_u8_batches(&source, device)
+                .staging_bytes(8 << 20)
+                .sequential_kernels(on)
+                .hardware_decode_share(0.0)
+                .batches_in_flight(3);
+            match limit {
+                Some(l) if on => b.kernel_memory_limit(l),
+                _ => b,
+            }
+            .build()
+            .unwrap()
+        };
+        let mut cpu = build(gpufeed::Device::Cpu, false);
+        let mut dev = build(device, true);
+        common::each_batch_as_cpu(&mut cpu, &mut dev, 2, |g, w, what| {
+            if emulated {
+                let got = g.images().to_host().unwrap();
+                assert!(got.as_u8() == w.images().as_u8(), "{what}: pixels");
+            }
+        });
+        (dev.memory().kernel_device_bytes, dev.stats())
+    };
+    let (free, _) = run(None);
+    let limit = (free / 3).max(1 << 20);
+    let (held, s) = run(Some(limit));
+    println!(
+        "the lanes held {free} bytes without a limit, {held} with {limit}; two epochs: {} on the \
+         kernels, {} on nvJPEG's CUDA route, {} on the CPU",
+        s.decoded_progressive, s.decoded_cuda, s.decoded_cpu_fallback
+    );
+    assert!(free > limit, "a limit below what the lanes hold: {free}");
+    assert!(
+        held > 0 && held <= limit,
+        "{held} bytes held, limit {limit}"
+    );
+    assert!(s.decoded_progressive > 0, "{s:?}");
+    // The least limit, a third of a MiB a lane: none of these photos'
+    // buffers (about 1 MB each) fit, so the workers that planned them keep
+    // them on their own route, as they keep the files the plan refuses
+    // (emulated, none comes back from a lane to the CPU), and every
+    // sample still arrives.
+    let (held, s) = run(Some(1 << 20));
+    println!(
+        "with 1 MiB: {held} bytes held; {} on the kernels, {} on nvJPEG's CUDA route, {} on \
+         the CPU",
+        s.decoded_progressive, s.decoded_cuda, s.decoded_cpu_fallback
+    );
+    assert_eq!(held, 0, "nothing for the lanes to hold");
+    assert_eq!(s.decoded_progressive, 0, "{s:?}");
+    assert!(s.decoded_cuda > 0, "{s:?}");
+    if emulated {
+        assert_eq!(s.decoded_cpu_fallback, 0, "{s:?}");
     }
     Ok(())
 }
@@ -270,6 +357,18 @@ fn two_epochs_against_cpu(
     dev.stats()
 }
 
+/// The photos of `photos/imagenet-size` whose coding process (the
+/// manifest's fifth column: baseline, progressive, ...) `keep` takes.
+fn imagenet_size(root: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<std::path::PathBuf> {
+    let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
+    manifest
+        .lines()
+        .map(|row| row.split('\t').collect::<Vec<_>>())
+        .filter(|f| f.len() > 4 && f[0].starts_with("photos/imagenet-size/") && keep(f[4]))
+        .map(|f| root.join(f[0]))
+        .collect()
+}
+
 /// The route tests' pipeline on `device`: batches of 8 small u8 NHWC
 /// images, unnormalised, libjpeg-turbo on the CPU, no EXIF rotation (the
 /// kernels' pixels are libjpeg-turbo's, unrotated).
@@ -345,16 +444,9 @@ fn route_with(kind: Kind, device: gpufeed::Device, decode: DecodeRgb, both: bool
         // Sequential photos too, for the emulated engine (or, `both`, for
         // the sequential kernels): groups that split between the engine
         // (or those kernels' lanes) and the progressive lanes.
-        let manifest = std::fs::read_to_string(root.join("MANIFEST.tsv")).unwrap();
-        for row in manifest.lines() {
-            let f: Vec<&str> = row.split('\t').collect();
-            if f.len() > 4 && f[0].starts_with("photos/imagenet-size/") && f[4] != "progressive" {
-                let label = samples.len() as u32 % 7;
-                samples.push(Sample {
-                    path: root.join(f[0]),
-                    label,
-                });
-            }
+        for path in imagenet_size(&root, |c| c != "progressive") {
+            let label = samples.len() as u32 % 7;
+            samples.push(Sample { path, label });
         }
     }
     let n = samples.len();

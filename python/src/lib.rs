@@ -121,7 +121,7 @@ impl Pipeline {
     /// seed=0, shuffle=True, rank=0, world_size=1, drop_last=False,
     /// readers=2, workers=None, prefetch=2, device="auto", gpu_decode=True,
     /// hardware_decode_share=None, batches_in_flight=None,
-    /// decoder_memory_limit=None, ...)`: the
+    /// decoder_memory_limit=None, kernel_memory_limit=None, ...)`: the
     /// builder's settings, with the builder's defaults (`None`: the
     /// library's); `hardware_decode_share="auto"` steers the share while
     /// running (`hardware_decode_share_auto`). `shards` is a list of
@@ -134,7 +134,8 @@ impl Pipeline {
         normalize=true, antialias=true, seed=0, shuffle=true, rank=0, world_size=1,
         drop_last=false, readers=2, workers=None, prefetch=2, device="auto", recipe=None,
         mixup=None, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, gpu_decode=true,
-        hardware_decode_share=None, batches_in_flight=None, decoder_memory_limit=None))]
+        hardware_decode_share=None, batches_in_flight=None, decoder_memory_limit=None,
+        kernel_memory_limit=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -168,6 +169,7 @@ impl Pipeline {
         hardware_decode_share: Option<ShareArg>,
         batches_in_flight: Option<usize>,
         decoder_memory_limit: Option<u64>,
+        kernel_memory_limit: Option<u64>,
     ) -> PyResult<Pipeline> {
         let source = match (root, list, shards) {
             (Some(r), None, None) => Source::image_folder(r).map_err(err)?,
@@ -230,6 +232,9 @@ impl Pipeline {
         }
         if let Some(bytes) = decoder_memory_limit {
             b = b.decoder_memory_limit(bytes);
+        }
+        if let Some(bytes) = kernel_memory_limit {
+            b = b.kernel_memory_limit(bytes);
         }
         if let Some(w) = workers {
             b = b.workers(w);
@@ -371,6 +376,7 @@ impl Pipeline {
             ("decoder_pinned_bytes", m.decoder_pinned_bytes),
             ("decoder_device_bytes", m.decoder_device_bytes),
             ("decoder_peak_bytes", m.decoder_peak_bytes),
+            ("kernel_device_bytes", m.kernel_device_bytes),
             ("read_buffer_bytes", m.read_buffer_bytes),
             ("read_buffer_pinned_bytes", m.read_buffer_pinned_bytes),
             ("worker_scratch_bytes", m.worker_scratch_bytes),

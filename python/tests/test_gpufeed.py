@@ -108,6 +108,7 @@ def test_stats():
         decoder_pinned_bytes=0,
         decoder_device_bytes=0,
         decoder_peak_bytes=0,
+        kernel_device_bytes=0,
         read_buffer_pinned_bytes=0,
     )
 
@@ -147,6 +148,8 @@ def test_nvjpeg_settings_are_checked_and_ignored_on_the_cpu():
         pipeline(hardware_decode_share=1.5)
     with pytest.raises(gpufeed.Error, match="decoder_memory_limit"):
         pipeline(decoder_memory_limit=1000)
+    with pytest.raises(gpufeed.Error, match="kernel_memory_limit"):
+        pipeline(kernel_memory_limit=1000)
     with pytest.raises(ValueError, match="auto"):
         pipeline(hardware_decode_share="sometimes")
     steered = pipeline(hardware_decode_share="auto")
@@ -157,6 +160,7 @@ def test_nvjpeg_settings_are_checked_and_ignored_on_the_cpu():
         hardware_decode_share=0.5,
         batches_in_flight=2,
         decoder_memory_limit=64 << 20,
+        kernel_memory_limit=64 << 20,
     )
     plain = pipeline()
     for (a, la), (b, lb) in zip(tuned.epoch(0), plain.epoch(0)):

@@ -36,8 +36,9 @@ const PROGRESSIVE_LANES: usize = 2;
 /// call per kind out; with fewer lanes, calls queue behind each other. On
 /// the emulated device, calls held to a fixed latency ran the pipeline at
 /// about min(lanes, in flight - 1) x batch / latency (docs/BENCHMARKS.md,
-/// "Latency-bound lanes"). The cost: each lane's buffers grow to its
-/// largest call (counted in `Pipeline::memory()`).
+/// "Latency-bound lanes"). The cost: each lane's buffers grow to the
+/// lanes' largest call (counted in `Pipeline::memory()`), within
+/// `PipelineBuilder::kernel_memory_limit` over the lanes.
 pub(crate) fn progressive_lanes(in_flight: usize) -> usize {
     static LANES: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let set = *LANES.get_or_init(|| {

@@ -21,6 +21,9 @@ use super::progressive::{
 use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
 
+mod marks;
+pub(crate) use marks::{Marks, Parts};
+
 /// The host side of one batch: every descriptor, with the device
 /// addresses of its parts laid out from bases the caller gives.
 pub(crate) struct Layout {
@@ -105,6 +108,21 @@ impl<T: DeviceRepr + ValidAsZeroBits> Grown<T> {
         Ok(self.0.as_mut().expect("allocated above"))
     }
 
+    /// At least `n` elements, grown to exactly `n` when fewer: for the
+    /// buffers sized by the lanes' [`Marks`], which do the doubling within
+    /// their bound.
+    fn marked(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<&mut CudaSlice<T>> {
+        if self.0.as_ref().is_none_or(|b| b.len() < n) {
+            self.0 = None;
+            self.0 = Some(
+                stream
+                    .alloc_zeros(n.max(1))
+                    .map_err(Error::cuda("allocate"))?,
+            );
+        }
+        Ok(self.0.as_mut().expect("allocated above"))
+    }
+
     fn address(&self, stream: &Arc<CudaStream>) -> u64 {
         use cudarc::driver::DevicePtr;
         self.0.as_ref().map_or(0, |b| b.device_ptr(stream).0)
@@ -133,12 +151,14 @@ struct Staging {
 
 impl Staging {
     /// Wait for the last copy out, grow to `bytes` (twice the old size at
-    /// least) and pack `files` from the start; the packed bytes.
+    /// least, within `room`: the lanes' mark for the files' bytes) and
+    /// pack `files` from the start; the packed bytes.
     fn pack<'f>(
         &mut self,
         ctx: &Arc<CudaContext>,
         files: impl Iterator<Item = &'f [u8]>,
         bytes: usize,
+        room: usize,
     ) -> Result<&[u8]> {
         if bytes == 0 {
             // Every file of the call was read into page-locked blocks.
@@ -153,7 +173,7 @@ impl Staging {
         let have = self.buf.as_ref().map_or(0, |b| b.len());
         if have < bytes {
             self.buf = None;
-            let len = bytes.max(2 * have);
+            let len = bytes.max((2 * have).min(room));
             // SAFETY: u8 has no invalid values, and only the bytes packed
             // below are ever read (by the copy to the device).
             let buf = unsafe { ctx.alloc_pinned::<u8>(len) }
@@ -249,33 +269,6 @@ fn copy_files<E>(
     Ok(())
 }
 
-/// The largest call met by any lane of a pipeline, as the files' bytes
-/// and coefficients, grown to twice at least when passed. Each lane grows
-/// its buffers for the files to these, so that the lanes stop growing
-/// once the largest calls have been met by any of them, not each lane at
-/// its own next largest call: with one mark per lane the emulated lanes'
-/// memory still grew at epoch 35 of 60 (`tests/memory.rs`, session 52;
-/// issue 16, item 5).
-#[derive(Debug, Default)]
-pub(crate) struct Marks([std::sync::atomic::AtomicUsize; 2]);
-
-impl Marks {
-    /// `need` raised to the marks; a mark that `need` passes first grows to
-    /// `need`, or twice itself if more.
-    pub(crate) fn raise(&self, need: [usize; 2]) -> [usize; 2] {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut out = need;
-        for (m, n) in self.0.iter().zip(&mut out) {
-            let grown = |cur: usize| (*n > cur).then(|| (*n).max(2 * cur));
-            *n = match m.fetch_update(Relaxed, Relaxed, grown) {
-                Ok(cur) => (*n).max(2 * cur),
-                Err(cur) => cur,
-            };
-        }
-        out
-    }
-}
-
 /// Device buffers for batches of progressive files on one stream, grown
 /// as batches need and reused.
 pub(crate) struct Buffers {
@@ -368,11 +361,21 @@ impl Buffers {
         self.staging.bytes()
     }
 
+    /// Device bytes held for the files, their coefficients and samples:
+    /// the buffers the lanes' [`Marks`] size and bound.
+    pub(crate) fn file_bytes(&self) -> usize {
+        self.data.bytes() + self.coef.bytes() + self.samples.bytes()
+    }
+
+    /// A call of files sized `sizes` cut to the lanes' bound
+    /// ([`Marks::parts`]).
+    pub(crate) fn parts(&self, sizes: &[[usize; 2]]) -> Parts {
+        self.marks.parts(sizes)
+    }
+
     /// Device bytes held.
     pub(crate) fn bytes(&self) -> usize {
-        self.data.bytes()
-            + self.coef.bytes()
-            + self.samples.bytes()
+        self.file_bytes()
             + self.chains.bytes()
             + self.scans.bytes()
             + self.tables.bytes()
@@ -414,9 +417,9 @@ impl Buffers {
         // Grown to the lanes' marks; `coefs` stays this call's (the
         // zeroing covers only these).
         let [grow_bytes, grow_coefs] = self.marks.raise([bytes, coefs]);
-        self.data.at_least(&s, grow_bytes)?;
-        self.coef.at_least(&s, grow_coefs)?;
-        self.samples.at_least(&s, grow_coefs)?;
+        self.data.marked(&s, grow_bytes)?;
+        self.coef.marked(&s, grow_coefs)?;
+        self.samples.marked(&s, grow_coefs)?;
         let bases = (
             self.data.address(&s),
             self.coef.address(&s),
@@ -432,7 +435,7 @@ impl Buffers {
         let unpinned = files.iter().zip(pinned).filter(|(_, p)| !**p);
         let packed = self
             .staging
-            .pack(&self.ctx, unpinned.map(|(f, _)| *f), staged)?;
+            .pack(&self.ctx, unpinned.map(|(f, _)| *f), staged, grow_bytes)?;
         let data = self.data.at_least(&s, bytes)?;
         // From page-locked memory each copy is asynchronous: the event
         // recorded after them keeps `pack` from writing the staging again

@@ -93,6 +93,7 @@ pub struct PipelineBuilder {
     sequential: bool,
     sequential_max_pixels: u64,
     decoder_memory: u64,
+    kernel_memory: u64,
     trace: bool,
     stream_buffer: Option<usize>,
     mixup: Option<crate::augment::Mixup>,
@@ -141,6 +142,7 @@ impl Default for PipelineBuilder {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(u64::MAX),
             decoder_memory: DEFAULT_DECODER_MEMORY,
+            kernel_memory: u64::MAX,
             trace: false,
             stream_buffer: None,
             mixup: None,
@@ -499,7 +501,9 @@ impl PipelineBuilder {
     /// the hardware engine alone, and `photos/full` at 7,328 (6,894)
     /// against 7,269 (6,306): docs/BENCHMARKS.md. It holds more device
     /// memory than the engine: 1.9 GiB of arenas and 3.1 GiB of
-    /// coefficient and sample buffers there (`Pipeline::memory`).
+    /// coefficient and sample buffers there (`Pipeline::memory`); the
+    /// latter are bounded by
+    /// [`kernel_memory_limit`](Self::kernel_memory_limit).
     ///
     /// Equal to libjpeg-turbo byte for byte on the emulated device
     /// (tests/progressive.rs, tests/kernel_routes.rs); what the kernels
@@ -546,6 +550,25 @@ impl PipelineBuilder {
     /// `gpu_decode(false)`.
     pub fn decoder_memory_limit(mut self, bytes: u64) -> Self {
         self.decoder_memory = bytes;
+        self
+    }
+
+    /// Bytes of device memory the scan kernels' lanes (see
+    /// [`sequential_kernels`](Self::sequential_kernels)) may hold for their
+    /// calls' files, coefficients and samples, all lanes together (CUDA
+    /// backend). Each lane's buffers grow to the largest call met by any
+    /// lane, to twice that where the limit allows, and stay; with a limit,
+    /// each lane has `bytes / lanes`, a call larger than that decodes in
+    /// parts one after another, and a file larger alone decodes as the
+    /// kernels' refusals do (nvJPEG, else the CPU): a low limit costs
+    /// speed, not samples.
+    /// [`Pipeline::memory`](crate::Pipeline::memory) reports what they
+    /// hold (`kernel_device_bytes`). Default: no limit (on an H200 with 6
+    /// batches in flight they held 3.1 GiB on `photos/imagenet-size` at
+    /// batch 256, 2026-11-30, docs/BENCHMARKS.md). At least 1 MiB; ignored
+    /// by the CPU backend and without the scan kernels.
+    pub fn kernel_memory_limit(mut self, bytes: u64) -> Self {
+        self.kernel_memory = bytes;
         self
     }
 
@@ -630,6 +653,7 @@ impl PipelineBuilder {
             sequential: self.sequential,
             sequential_max_pixels: self.sequential_max_pixels,
             decoder_memory: self.decoder_memory,
+            kernel_memory: self.kernel_memory,
             cpu_backend: self.cpu_backend,
             apply_orientation: self.apply_orientation,
             trace: self.trace,

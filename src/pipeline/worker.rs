@@ -491,7 +491,11 @@ fn process(
         let mut t2 = t1;
         if j.kernels {
             use crate::stage::handoff::{Planned, WorkerDecode};
-            match WorkerDecode::plan(&j.bytes, cfg.max_pixels, size) {
+            let lane_bytes = shared
+                .worker_decode
+                .as_ref()
+                .map_or(usize::MAX, |w| w.kernels.lane_bytes);
+            match WorkerDecode::plan(&j.bytes, cfg.max_pixels, size, lane_bytes) {
                 Planned::Plan(p) => j.plan = Some(p),
                 Planned::Refused => j.kernels = false,
                 Planned::NotTried => {}

@@ -148,12 +148,7 @@ impl DecodeBench {
         if !(progressive || sequential) {
             return self;
         }
-        let ledgers = super::routes::Ledgers {
-            route: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
-            pool: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
-            pinned_wait: Default::default(),
-            progressive_busy: Default::default(),
-        };
+        let ledgers = super::routes::Ledgers::new(u64::MAX, u64::MAX);
         // One batch at a time.
         let kinds = super::KernelLanes::new(progressive, sequential, 1);
         self.route

@@ -149,6 +149,7 @@ pub(super) fn emu_progressive_declined(
         cpu,
         img: Default::default(),
         ledger: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
+        kernels: std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX)),
         held: (0, 0),
         marks: Default::default(),
         calls: 0,
@@ -238,16 +239,21 @@ fn count_growth(
 /// the progressive kernels compiled for the host, and a CPU decoder for
 /// the files they refuse, which on CUDA go back to the batch thread's
 /// decoders (`stage/cuda/prog_route.rs`). A CUDA lane's buffers grow to
-/// its largest call and stay (`cuda/prog_batch.rs`, `Buffers`): device
-/// memory for the files, their coefficients (i16) and samples (a byte
-/// each), page-locked staging for the files. `held` counts what those
-/// would be for this lane's calls in `ledger`, as the CUDA lane counts
-/// them, and so does the CPU decoder's image buffer (issue 16, item 5);
-/// the kernels' scratch here lives only for a call.
+/// the lanes' largest call, within `kernel_memory_limit`, and stay
+/// (`cuda/prog_batch.rs`, `Buffers`, `Marks`): device memory for the
+/// files, their coefficients (i16) and samples (a byte each), page-locked
+/// staging for the files. `held` counts what those would be for this
+/// lane's calls, as the CUDA lane counts them: the device buffers in
+/// `kernels`, the staging in `ledger`, where the CPU decoder's image
+/// buffer counts too (issue 16, item 5); the kernels' scratch here lives
+/// only for a call.
 pub(super) struct EmuProgLane {
     pub(super) cpu: crate::decode::CpuDecoder,
     pub(super) img: crate::decode::Image,
     pub(super) ledger: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
+    /// Where the kernels' buffers for the files count
+    /// (`Memory::kernel_device_bytes`).
+    pub(super) kernels: std::sync::Arc<crate::decode::nvjpeg::Ledger>,
     /// (device, page-locked) bytes counted for the kernels' buffers.
     pub(super) held: (usize, usize),
     /// The sizes those grow to, shared with the other lanes, as on CUDA.
@@ -280,33 +286,48 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
             (&*j, p)
         })
         .collect();
-    let (mut files, mut coefs) = (0, 0);
-    for (j, p) in &planned {
-        if let Some(p) = p {
-            files += j.bytes.len();
-            coefs += p.all_coefficients();
-        }
+    // Cut to the lanes' bound as the CUDA lane cuts its call
+    // (`prog_batch::Marks::parts`): a file past it alone is refused, and
+    // decodes on the CPU here (on CUDA at the batch thread).
+    let at: Vec<usize> = (0..planned.len())
+        .filter(|&k| planned[k].1.is_some())
+        .collect();
+    let sizes: Vec<[usize; 2]> = at
+        .iter()
+        .map(|&k| {
+            let (j, p) = &planned[k];
+            let coefs = p.as_ref().map_or(0, |p| p.all_coefficients());
+            [j.bytes.len(), coefs]
+        })
+        .collect();
+    let parts = lane.marks.parts(&sizes);
+    let mut planned = planned;
+    for &r in &parts.refused {
+        planned[at[r]].1 = None;
     }
     // Charged as the CUDA lane charges its buffers' growth (no driver
     // allocation counted: those are nvJPEG's, `Stats::decoder_allocations`).
-    // The ledger has no limit: the charges always go through.
-    // They grow as the CUDA lane's do: to the pipeline's marks, and to
-    // twice their size at least (`prog_batch::Marks`, `Grown`, `Staging`).
+    // The ledgers have no limit: the charges always go through. The
+    // files' buffers are the marks' (`Marks::held`); the staging grows to
+    // a part's files, twice its size at least within the marks
+    // (`prog_batch::Staging`).
     use crate::decode::nvjpeg::Kind;
-    let grown = |held: usize, need: usize| {
-        if need > held {
-            need.max(2 * held)
-        } else {
-            held
-        }
+    let part_bytes = parts
+        .calls
+        .iter()
+        .map(|r| sizes[r.clone()].iter().map(|s| s[0]).sum());
+    let staged = part_bytes.max().unwrap_or(0);
+    let staging = if staged > lane.held.1 {
+        staged.max((2 * lane.held.1).min(parts.grow[0]))
+    } else {
+        lane.held.1
     };
-    let [files, coefs] = lane.marks.raise([files, coefs]);
     let held = (
-        grown(lane.held.0, files + 3 * coefs),
-        grown(lane.held.1, files),
+        crate::cuda::prog_batch::Marks::held(parts.grow).max(lane.held.0),
+        staging,
     );
     let _ = lane
-        .ledger
+        .kernels
         .charge(Kind::Device, (held.0 - lane.held.0) as u64);
     let _ = lane
         .ledger

@@ -193,6 +193,11 @@ pub(crate) struct KernelRule {
     /// where it takes them, whatever the share, else the CUDA route
     /// (`PipelineBuilder::sequential_kernels_max_pixels`).
     pub(crate) max_pixels: u64,
+    /// Device bytes a lane may hold for its files' buffers
+    /// (`PipelineBuilder::kernel_memory_limit` over the lanes): a file
+    /// whose buffers alone pass it stays on the worker's route, as one
+    /// the plan refuses ([`WorkerDecode::plan`]).
+    pub(crate) lane_bytes: usize,
 }
 
 impl KernelRule {
@@ -201,6 +206,7 @@ impl KernelRule {
         progressive: false,
         sequential: false,
         max_pixels: u64::MAX,
+        lane_bytes: usize::MAX,
     };
 
     /// Whether an image of coding process `sof` and `pixels` pixels,
@@ -276,8 +282,15 @@ impl WorkerDecode {
     }
 
     /// The scan kernels' plan of `bytes`, a `size` image, for
-    /// [`Jpeg::plan`], unless `GPUFEED_PLAN_ON_WORKERS=0`.
-    pub(crate) fn plan(bytes: &[u8], max_pixels: u64, size: (u32, u32)) -> Planned {
+    /// [`Jpeg::plan`], unless `GPUFEED_PLAN_ON_WORKERS=0`; refused where
+    /// its buffers alone would pass a lane's `lane_bytes`
+    /// (`prog_batch::Marks`: the lane would refuse it too).
+    pub(crate) fn plan(
+        bytes: &[u8],
+        max_pixels: u64,
+        size: (u32, u32),
+        lane_bytes: usize,
+    ) -> Planned {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let on = *ON.get_or_init(|| std::env::var("GPUFEED_PLAN_ON_WORKERS").as_deref() != Ok("0"));
         if !on {
@@ -285,7 +298,14 @@ impl WorkerDecode {
         }
         // The lanes' own test (`stage/cuda/prog_route.rs`, `stage/emu.rs`).
         match crate::jpeg::scans::plan(bytes, max_pixels) {
-            Ok(p) if (p.width, p.height) == size && crate::cuda::pixels::converts(&p) => {
+            Ok(p)
+                if (p.width, p.height) == size
+                    && crate::cuda::pixels::converts(&p)
+                    && crate::cuda::prog_batch::Marks::held([
+                        bytes.len(),
+                        p.all_coefficients(),
+                    ]) <= lane_bytes =>
+            {
                 Planned::Plan(Box::new(p))
             }
             _ => Planned::Refused,

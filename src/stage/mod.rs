@@ -114,9 +114,12 @@ pub(crate) struct DeviceStage {
     layout: StagingLayout,
     memory: Memory,
     /// What nvJPEG holds (issue 16, item 5): the decoder pool's ledger,
-    /// bounded by `decoder_memory_limit`, and the batch thread's and
-    /// engine lanes', counted only.
+    /// bounded by `decoder_memory_limit`, the batch thread's and engine
+    /// lanes', counted only, and the scan kernels' lanes' (bounded by
+    /// `kernel_memory_limit` where they size their buffers).
     decoders: Vec<Arc<Ledger>>,
+    /// The last of `decoders` (`Memory::kernel_device_bytes`).
+    kernel_ledger: Arc<Ledger>,
     /// Nanoseconds the workers' nvJPEG host phases waited for their pooled
     /// decoder's last copy (`Stats::decoder_pinned_wait`).
     pinned_wait: Arc<std::sync::atomic::AtomicU64>,
@@ -182,21 +185,12 @@ impl DeviceStage {
             (Engine::Cuda(e), Some(o)) => Some(e.watch(o.clone())?),
             _ => None,
         };
-        let route_ledger = Arc::new(Ledger::new(u64::MAX));
-        let pinned_wait = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let progressive_busy = Arc::new(crate::cuda::lanes::Busy::default());
-        let pool_ledger = Arc::new(Ledger::new(cfg.decoder_memory));
         let share = Arc::new(if cfg.hardware_share_auto {
             Share::auto(cfg.hardware_share, cfg.workers)
         } else {
             Share::fixed(cfg.hardware_share)
         });
-        let ledgers = routes::Ledgers {
-            route: route_ledger.clone(),
-            pool: pool_ledger.clone(),
-            pinned_wait: pinned_wait.clone(),
-            progressive_busy: progressive_busy.clone(),
-        };
+        let ledgers = routes::Ledgers::new(cfg.decoder_memory, cfg.kernel_memory);
         let (jpeg, worker_decode) =
             routes::make(&engine, cfg, &share, timeline.as_ref(), &observe, &ledgers)?;
         let t = Instant::now();
@@ -310,9 +304,14 @@ impl DeviceStage {
             in_batches: Arc::new(AtomicUsize::new(0)),
             layout,
             memory,
-            decoders: vec![pool_ledger, route_ledger],
-            pinned_wait,
-            progressive_busy,
+            decoders: vec![
+                ledgers.pool.clone(),
+                ledgers.route.clone(),
+                ledgers.kernels.clone(),
+            ],
+            kernel_ledger: ledgers.kernels.clone(),
+            pinned_wait: ledgers.pinned_wait.clone(),
+            progressive_busy: ledgers.progressive_busy.clone(),
             observe,
             engine_call: cfg.engine_call,
             draw_len: cfg.views.iter().map(|v| v.sample_len()).collect(),
@@ -329,6 +328,7 @@ impl DeviceStage {
             // sum (`Memory::decoder_peak_bytes`).
             m.decoder_peak_bytes += l.peak();
         }
+        m.kernel_device_bytes = self.kernel_ledger.held().1;
         m
     }
 

@@ -92,6 +92,40 @@ pub(super) struct Ledgers {
     /// Time with a progressive lane call in flight
     /// (`Stats::progressive_busy`).
     pub(super) progressive_busy: Arc<crate::cuda::lanes::Busy>,
+    /// The scan kernels' lanes' buffers for their files, coefficients and
+    /// samples (`Memory::kernel_device_bytes`); their descriptors and
+    /// staging are in `route`.
+    pub(super) kernels: Arc<Ledger>,
+    /// Device bytes those buffers may hold, all lanes together
+    /// (`PipelineBuilder::kernel_memory_limit`; `u64::MAX`: no bound).
+    pub(super) kernel_limit: u64,
+}
+
+impl Ledgers {
+    /// Ledgers for a pipeline whose decoder pool may hold `pool_limit`
+    /// bytes and whose kernel lanes' buffers `kernel_limit`.
+    pub(super) fn new(pool_limit: u64, kernel_limit: u64) -> Ledgers {
+        Ledgers {
+            route: Arc::new(Ledger::new(u64::MAX)),
+            pool: Arc::new(Ledger::new(pool_limit)),
+            pinned_wait: Arc::default(),
+            progressive_busy: Arc::default(),
+            kernels: Arc::new(Ledger::new(u64::MAX)),
+            kernel_limit,
+        }
+    }
+
+    /// The device bytes each of `lanes` kernel lanes may hold for its
+    /// files' buffers, so that all together stay within `kernel_limit`.
+    pub(super) fn kernel_lane_bytes(&self, lanes: usize) -> usize {
+        usize::try_from(self.kernel_limit / lanes.max(1) as u64).unwrap_or(usize::MAX)
+    }
+
+    /// The marks for `lanes` kernel lanes: each lane's buffers grow to
+    /// them ([`kernel_lane_bytes`](Self::kernel_lane_bytes) at most).
+    pub(super) fn kernel_marks(&self, lanes: usize) -> crate::cuda::prog_batch::Marks {
+        crate::cuda::prog_batch::Marks::bounded(self.kernel_lane_bytes(lanes))
+    }
 }
 
 /// The JPEG route of `engine` for `cfg` and what the workers need to take
@@ -106,6 +140,7 @@ pub(super) fn make(
     ledgers: &Ledgers,
 ) -> Result<(Option<JpegRoute>, Option<Arc<WorkerDecode>>)> {
     let fallback = || crate::decode::CpuDecoder::with_backend(cfg.cpu_backend, false);
+    let kinds = KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
     Ok(if cfg.gpu_decode {
         match &engine {
             Engine::Cuda(e) => {
@@ -135,8 +170,6 @@ pub(super) fn make(
                     Ok(mut r) => {
                         if cfg.progressive || cfg.sequential {
                             let began = Instant::now();
-                            let kinds =
-                                KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
                             r.add_progressive(e, ledgers, observe.clone(), kinds);
                             built(observe, "device: progressive lanes", began);
                         }
@@ -160,6 +193,7 @@ pub(super) fn make(
                                 progressive: r.has_progressive() && cfg.progressive,
                                 sequential: r.has_progressive() && cfg.sequential,
                                 max_pixels: cfg.sequential_max_pixels,
+                                lane_bytes: ledgers.kernel_lane_bytes(kinds.lanes()),
                             },
                             live: r.live_lanes(),
                         };
@@ -183,6 +217,7 @@ pub(super) fn make(
                         progressive: cfg.progressive,
                         sequential: cfg.sequential,
                         max_pixels: cfg.sequential_max_pixels,
+                        lane_bytes: ledgers.kernel_lane_bytes(kinds.lanes()),
                     },
                     live: LiveLanes::default(),
                 };
@@ -215,15 +250,16 @@ pub(super) fn make(
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
-                let prog_kinds = KernelLanes::new(cfg.progressive, cfg.sequential, cfg.in_flight);
+                let prog_kinds = kinds;
                 let prog = if cfg.progressive || cfg.sequential {
-                    let marks = Arc::<crate::cuda::prog_batch::Marks>::default();
+                    let marks = Arc::new(ledgers.kernel_marks(prog_kinds.lanes()));
                     let states = (0..prog_kinds.lanes())
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,
                                 img: crate::decode::Image::default(),
                                 ledger: ledgers.route.clone(),
+                                kernels: ledgers.kernels.clone(),
                                 held: (0, 0),
                                 marks: marks.clone(),
                                 calls: 0,

@@ -119,14 +119,21 @@ pub struct Memory {
     /// (The emulated device counts its engine lanes' image buffers here.)
     pub decoder_pinned_bytes: u64,
     /// Device memory nvJPEG holds now, as for `decoder_pinned_bytes`, and
-    /// the progressive lanes' buffers (kept at the largest group's size).
-    /// (The emulated device counts its progressive lanes' image buffers
-    /// here.)
+    /// the scan kernels' lanes' buffers (kept at the largest call's size;
+    /// see `kernel_device_bytes`). (The emulated device counts here what
+    /// its lanes' buffers would be, and its lanes' CPU decoders' image
+    /// buffers.)
     pub decoder_device_bytes: u64,
     /// The most pinned plus device memory nvJPEG held at once so far, as
     /// the sum of the decoder pool's peak and the other decoders' peak (so
     /// never below the true peak).
     pub decoder_peak_bytes: u64,
+    /// Of `decoder_device_bytes`, the scan kernels' lanes' buffers for
+    /// their calls' files, coefficients and samples: at most
+    /// [`kernel_memory_limit`](crate::PipelineBuilder::kernel_memory_limit).
+    /// (Their descriptors and page-locked staging count in the decoder
+    /// fields alone.)
+    pub kernel_device_bytes: u64,
     /// Host memory of the readers' buffers: compressed bytes of the samples
     /// in flight and the spare buffers of the pool. About the window
     /// (`prefetch × batch` samples, plus the samples decoding on the

@@ -101,6 +101,11 @@ pub(crate) struct Args {
     /// decoder pool may hold, e.g. `2GiB` (default: the library's).
     #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
     decoder_memory_limit: Option<u64>,
+    /// CUDA backend, scan kernels: device bytes their lanes may hold for
+    /// their calls' files, coefficients and samples, all lanes together,
+    /// e.g. `1GiB` (default: no limit).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
+    kernel_memory_limit: Option<u64>,
     /// Simulated training step: sleep this many milliseconds per batch
     /// (after waiting for a device batch), to see whether the loader keeps
     /// up with a model.
@@ -110,7 +115,7 @@ pub(crate) struct Args {
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
     /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
     /// cpu-decoder, transform, recipe, mixup, consumer-ms, cpu-decode, hardware-share,
-    /// in-flight, engine-call, decoder-memory.
+    /// in-flight, engine-call, decoder-memory, kernel-memory.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
     /// Also write the results table to PREFIX.json and PREFIX.csv.
@@ -240,6 +245,9 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
         "decoder-memory" => {
             args.decoder_memory_limit = Some(super::parse_size(v).map_err(anyhow::Error::msg)?)
         }
+        "kernel-memory" => {
+            args.kernel_memory_limit = Some(super::parse_size(v).map_err(anyhow::Error::msg)?)
+        }
         _ => bail!("unknown --sweep key {key:?}"),
     }
     Ok(())
@@ -349,6 +357,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(b) = args.decoder_memory_limit {
         builder = builder.decoder_memory_limit(b);
+    }
+    if let Some(b) = args.kernel_memory_limit {
+        builder = builder.kernel_memory_limit(b);
     }
     if args.stream_shards > 0 {
         builder = builder.stream_shards(args.stream_shards);

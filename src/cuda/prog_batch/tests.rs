@@ -129,3 +129,55 @@ fn marks_grow_to_twice_at_least_and_raise_smaller_calls() {
     assert_eq!(m.raise([150, 35]), [200, 35], "the call, more than twice");
     assert_eq!(m.raise([0, 0]), [200, 35]);
 }
+
+/// Without a bound a call is one part, its marks raised as `raise` does.
+#[test]
+fn unbounded_marks_keep_a_call_whole() {
+    let m = Marks::default();
+    let p = m.parts(&[[10, 1], [20, 2], [30, 3]]);
+    assert_eq!(p.calls, vec![0..3]);
+    assert!(p.refused.is_empty());
+    assert_eq!(p.grow, [60, 6]);
+    assert_eq!(m.parts(&[[70, 1]]).grow, [120, 6], "twice the mark");
+}
+
+/// With a bound (`PipelineBuilder::kernel_memory_limit`, issue 16 item
+/// 5), a call is cut into runs of its files that fit one after another,
+/// a file that does not fit alone is left out, and the marks never hold
+/// more than the bound: doubling stops where it would pass it.
+#[test]
+fn bounded_marks_cut_calls_and_stay_within_the_bound() {
+    // Each file holds 10 + 3 x 10 = 40 bytes; the bound 100 takes two.
+    let m = Marks::bounded(100);
+    let p = m.parts(&[[10, 10]; 5]);
+    assert_eq!(p.calls, vec![0..2, 2..4, 4..5]);
+    assert!(p.refused.is_empty());
+    assert_eq!(p.grow, [20, 20], "doubled would be 40 + 120 bytes");
+    assert!(Marks::held(p.grow) <= 100);
+    // A file of 130 bytes alone is refused; the runs around it stay
+    // apart, and the marks are as they were.
+    let p = m.parts(&[[10, 10], [10, 40], [10, 10]]);
+    assert_eq!(p.calls, vec![0..1, 2..3]);
+    assert_eq!(p.refused, vec![1]);
+    assert_eq!(p.grow, [20, 20]);
+    // A run is cut where the buffers grown for the runs before would
+    // pass the bound with it: [40, 0] fits alone (40 + 60 with the
+    // coefficients' mark), [40, 0] + [40, 0] does not, [40, 0] + [0, 20]
+    // does.
+    let p = m.parts(&[[40, 0], [40, 0], [0, 20]]);
+    assert_eq!(p.calls, vec![0..1, 1..3]);
+    assert_eq!(p.grow, [40, 20]);
+    assert!(Marks::held(p.grow) <= 100);
+    // Every call after fits the marks it raised.
+    for sizes in [[[1, 1]; 40], [[5, 0]; 40], [[0, 6]; 40]] {
+        let p = m.parts(&sizes);
+        assert!(p.refused.is_empty());
+        for r in p.calls {
+            let sum = sizes[r]
+                .iter()
+                .fold([0, 0], |a, s| [a[0] + s[0], a[1] + s[1]]);
+            assert!(sum[0] <= p.grow[0] && sum[1] <= p.grow[1]);
+        }
+        assert!(Marks::held(p.grow) <= 100, "{:?}", p.grow);
+    }
+}

@@ -129,6 +129,12 @@ impl PipelineBuilder {
                 self.decoder_memory
             ));
         }
+        if self.kernel_memory < MIN_DECODER_MEMORY {
+            return bad(format!(
+                "kernel_memory_limit {} below {MIN_DECODER_MEMORY} bytes (1 MiB)",
+                self.kernel_memory
+            ));
+        }
         if !(0.0..=1.0).contains(&self.hardware_share) {
             return bad(format!(
                 "hardware_decode_share {} outside 0..=1",

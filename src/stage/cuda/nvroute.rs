@@ -220,7 +220,8 @@ impl NvRoute {
     /// Send progressive files to the progressive lanes (as many as `kinds`
     /// says: `cuda::lanes::progressive_lanes`) on `engine`'s device
     /// (`prog_route.rs`),
-    /// their buffers counted in the route's ledger and their calls in
+    /// their buffers counted in `ledgers` (and bounded, as
+    /// `ledgers.kernel_limit` says) and their calls in
     /// `ledgers.progressive_busy`, their calls reported to `observe` (the
     /// timeline); where the kernels cannot be made, say why and go on
     /// without them (the workers then decode those files' Huffman codes,
@@ -235,16 +236,10 @@ impl NvRoute {
         kinds: super::super::KernelLanes,
     ) {
         self.prog_kinds = kinds;
-        let made = engine.k.progressive().and_then(|k| {
-            prog_route::lanes(
-                &engine.k.ctx,
-                k,
-                kinds.lanes(),
-                &ledgers.route,
-                &ledgers.progressive_busy,
-                observe,
-            )
-        });
+        let made = engine
+            .k
+            .progressive()
+            .and_then(|k| prog_route::lanes(&engine.k.ctx, k, kinds.lanes(), ledgers, observe));
         match made {
             Ok(l) => self.prog = Some(l),
             // A setting's own report, as GPUFEED_NVJPEG_DEVICE_INPUT's.

@@ -52,39 +52,44 @@ pub(super) struct ProgReply {
     pub(super) taken: Vec<bool>,
 }
 
-/// A lane's state: its buffers on a stream of its own, counted in the
-/// route's nvJPEG ledger (`Pipeline::memory()`) as they grow: device
-/// buffers, and the page-locked staging of the files.
+/// A lane's state: its buffers on a stream of its own, counted as they
+/// grow (`Pipeline::memory()`): those for the files, their coefficients
+/// and samples in the kernels' ledger, the descriptors and the
+/// page-locked staging of the files in the route's.
 pub(super) struct ProgLane {
     buffers: Buffers,
     ctx: Arc<CudaContext>,
     ledger: Arc<Ledger>,
-    counted: usize,
-    counted_pinned: usize,
+    kernels: Arc<Ledger>,
+    /// Bytes counted: (descriptors, files' buffers, staging).
+    counted: [usize; 3],
     /// Calls so far (`cuda::lanes::panics_now`).
     calls: usize,
 }
 
 impl Drop for ProgLane {
     fn drop(&mut self) {
-        self.ledger.refund(Kind::Device, self.counted as u64);
-        self.ledger.refund(Kind::Pinned, self.counted_pinned as u64);
+        let [descriptors, files, staging] = self.counted;
+        self.ledger.refund(Kind::Device, descriptors as u64);
+        self.kernels.refund(Kind::Device, files as u64);
+        self.ledger.refund(Kind::Pinned, staging as u64);
     }
 }
 
 /// `lanes` lanes on `ctx` with `kernels`, their buffers counted in
-/// `ledger`, their calls' time in `busy`, each call reported to `observe`
-/// (the timeline).
+/// `ledgers` (the files' buffers, all lanes together, within
+/// `ledgers.kernel_limit`), their calls' time in
+/// `ledgers.progressive_busy`, each call reported to `observe` (the
+/// timeline).
 pub(super) fn lanes(
     ctx: &Arc<CudaContext>,
     kernels: ProgressiveKernels,
     lanes: usize,
-    ledger: &Arc<Ledger>,
-    busy: &Arc<crate::cuda::lanes::Busy>,
+    ledgers: &crate::stage::routes::Ledgers,
     observe: Option<crate::cuda::lanes::Observe>,
 ) -> Result<Lanes<Vec<ProgJob>, ProgReply>> {
     let mut states = Vec::new();
-    let marks = Arc::<crate::cuda::prog_batch::Marks>::default();
+    let marks = Arc::new(ledgers.kernel_marks(lanes));
     for _ in 0..lanes.max(1) {
         let stream = ctx
             .new_stream()
@@ -92,15 +97,16 @@ pub(super) fn lanes(
         states.push(ProgLane {
             buffers: Buffers::new(ctx, stream, kernels.clone()).with_marks(marks.clone()),
             ctx: ctx.clone(),
-            ledger: ledger.clone(),
-            counted: 0,
-            counted_pinned: 0,
+            ledger: ledgers.route.clone(),
+            kernels: ledgers.kernels.clone(),
+            counted: [0; 3],
             calls: 0,
         });
     }
     let run = |l: &mut ProgLane, q: &mut Vec<ProgJob>| run_lane(l, q);
     let run = crate::cuda::lanes::observed_as(run, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
-    let run = crate::cuda::lanes::counted(run, busy.clone(), Vec::len);
+    let busy = ledgers.progressive_busy.clone();
+    let run = crate::cuda::lanes::counted(run, busy, Vec::len);
     Lanes::new("gpufeed-progressive", states, run, rescue())
 }
 
@@ -130,24 +136,22 @@ fn run_lane(lane: &mut ProgLane, jobs: &mut [ProgJob]) -> ProgReply {
                 ((p.width, p.height) == (j.width, j.height) && converts(&p)).then_some((k, p))
             })
             .unzip();
-        if let Ok(ok) = decode(lane, jobs, &ks, &plans) {
-            for k in ok {
-                taken[k] = true;
-            }
+        for k in decode(lane, jobs, &ks, &plans) {
+            taken[k] = true;
         }
         // Buffers only grow; a refused charge (past the ledger's limit)
         // leaves them uncounted until the next growth.
-        let grown = |kind, now: usize, counted: &mut usize| {
-            if now > *counted && lane.ledger.charge(kind, (now - *counted) as u64) {
+        let grown = |ledger: &Ledger, kind, now: usize, counted: &mut usize| {
+            if now > *counted && ledger.charge(kind, (now - *counted) as u64) {
                 *counted = now;
             }
         };
-        grown(Kind::Device, lane.buffers.bytes(), &mut lane.counted);
-        grown(
-            Kind::Pinned,
-            lane.buffers.pinned_bytes(),
-            &mut lane.counted_pinned,
-        );
+        let b = &lane.buffers;
+        let files = b.file_bytes();
+        let [descriptors, counted_files, staging] = &mut lane.counted;
+        grown(&lane.ledger, Kind::Device, b.bytes() - files, descriptors);
+        grown(&lane.kernels, Kind::Device, files, counted_files);
+        grown(&lane.ledger, Kind::Pinned, b.pinned_bytes(), staging);
     }
     ProgReply {
         bytes: jobs
@@ -159,16 +163,38 @@ fn run_lane(lane: &mut ProgLane, jobs: &mut [ProgJob]) -> ProgReply {
 }
 
 /// Decode jobs `ks` (planned as `plans`); the indices of those whose
-/// pixels are in place. An error leaves every job to the batch thread,
-/// after the stream has finished what was queued (those places get
-/// decoded again).
-fn decode(
+/// pixels are in place. The jobs go in parts within the lanes' memory
+/// bound (`PipelineBuilder::kernel_memory_limit`), one after another; a
+/// job past the bound alone is left to the batch thread, as a refused one
+/// is. An error leaves every job of its part and the parts after to the
+/// batch thread, after the stream has finished what was queued (those
+/// places get decoded again).
+fn decode(lane: &mut ProgLane, jobs: &[ProgJob], ks: &[usize], plans: &[Plan]) -> Vec<usize> {
+    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
+    let sizes: Vec<[usize; 2]> = ks
+        .iter()
+        .zip(plans)
+        .map(|(&k, p)| [jobs[k].bytes.len(), p.all_coefficients()])
+        .collect();
+    let mut ok = Vec::new();
+    for (n, r) in lane.buffers.parts(&sizes).calls.into_iter().enumerate() {
+        match decode_part(lane, jobs, &ks[r.clone()], &plans[r], fail && n == 0) {
+            Ok(part) => ok.extend(part),
+            Err(_) => break,
+        }
+    }
+    ok
+}
+
+/// [`decode`] of one part, within the bound; `fail`: panic once its
+/// kernels are queued (`GPUFEED_TEST_LANE_PANIC`).
+fn decode_part(
     lane: &mut ProgLane,
     jobs: &[ProgJob],
     ks: &[usize],
     plans: &[Plan],
+    fail: bool,
 ) -> Result<Vec<usize>> {
-    let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     if ks.is_empty() {
         return Ok(Vec::new());
     }

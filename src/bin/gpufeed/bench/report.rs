@@ -161,6 +161,7 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
         out["read_buffer_bytes"] = json!(memory.read_buffer_bytes);
         out["read_buffer_pinned_bytes"] = json!(memory.read_buffer_pinned_bytes);
         out["worker_scratch_bytes"] = json!(memory.worker_scratch_bytes);
+        out["kernel_device_bytes"] = json!(memory.kernel_device_bytes);
         out["decoded_cpu_window"] = json!(stats.decoded_cpu_window);
         out["decoded_progressive"] = json!(stats.decoded_progressive);
         out["decoded_cuda_batch_thread"] = json!(stats.decoded_cuda_batch_thread);
@@ -332,6 +333,12 @@ pub(super) fn report_one(args: &Args, data: &std::path::Path, r: &Run) -> anyhow
                 memory.decoder_peak_bytes >> 20,
                 stats.decoder_allocations,
                 r.steady_allocations
+            );
+        }
+        if memory.kernel_device_bytes > 0 {
+            println!(
+                "  of which the scan kernels' buffers for their files: {} MiB device",
+                memory.kernel_device_bytes >> 20
             );
         }
     }

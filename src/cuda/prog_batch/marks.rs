@@ -1,0 +1,156 @@
+//! The sizes the scan kernels' lanes grow their buffers for the files to,
+//! shared by a pipeline's lanes and bounded by
+//! `PipelineBuilder::kernel_memory_limit` (issue 16, item 5).
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+/// The largest call met by any lane of a pipeline, as the files' bytes
+/// and coefficients, grown to twice at least when passed. Each lane grows
+/// its buffers for the files to these, so that the lanes stop growing
+/// once the largest calls have been met by any of them, not each lane at
+/// its own next largest call: with one mark per lane the emulated lanes'
+/// memory still grew at epoch 35 of 60 (`tests/memory.rs`, session 52;
+/// issue 16, item 5).
+///
+/// With a bound, the marks never hold more than `cap` bytes of a lane's
+/// device memory ([`Marks::held`]): [`Marks::parts`] cuts a call into
+/// parts that fit, and leaves out the files that do not fit alone.
+#[derive(Debug)]
+pub(crate) struct Marks {
+    sizes: Mutex<[usize; 2]>,
+    cap: usize,
+}
+
+impl Default for Marks {
+    fn default() -> Marks {
+        Marks::bounded(usize::MAX)
+    }
+}
+
+/// A call cut by [`Marks::parts`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Parts {
+    /// Runs of the call's files, in order, each a call within the bound.
+    pub(crate) calls: Vec<Range<usize>>,
+    /// The files that alone pass the bound, in order.
+    pub(crate) refused: Vec<usize>,
+    /// The sizes to grow the buffers to (the marks, raised for `calls`).
+    pub(crate) grow: [usize; 2],
+}
+
+impl Marks {
+    /// Marks whose buffers hold at most `cap` bytes of device memory.
+    pub(crate) fn bounded(cap: usize) -> Marks {
+        Marks {
+            sizes: Mutex::new([0; 2]),
+            cap,
+        }
+    }
+
+    /// Device bytes of a lane's buffers for calls of `[bytes,
+    /// coefficients]`: the files (a byte each), the coefficients (i16) and
+    /// the samples (a byte per coefficient).
+    pub(crate) fn held([bytes, coefs]: [usize; 2]) -> usize {
+        bytes.saturating_add(coefs.saturating_mul(3))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [usize; 2]> {
+        self.sizes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `need` raised to the marks; a mark that `need` passes first grows to
+    /// `need`, or twice itself if more and the bound allows.
+    pub(crate) fn raise(&self, need: [usize; 2]) -> [usize; 2] {
+        let mut m = self.lock();
+        *m = self.grown(*m, need);
+        *m
+    }
+
+    /// The marks `m` raised for `need`: a passed mark to twice itself (so
+    /// that calls a little larger than any before grow the buffers once,
+    /// not at each new record) where that stays within the bound, else to
+    /// `need`.
+    fn grown(&self, m: [usize; 2], need: [usize; 2]) -> [usize; 2] {
+        let at_least = [m[0].max(need[0]), m[1].max(need[1])];
+        let twice = |k: usize| {
+            if need[k] > m[k] {
+                need[k].max(m[k].saturating_mul(2))
+            } else {
+                m[k]
+            }
+        };
+        let doubled = [twice(0), twice(1)];
+        if Marks::held(doubled) <= self.cap {
+            doubled
+        } else {
+            at_least
+        }
+    }
+
+    /// Cut a call of files sized `sizes` (`[bytes, coefficients]` each)
+    /// into runs that fit the bound one after another, and raise the marks
+    /// for them. A run fits when the buffers grown for it and for the runs
+    /// before it (and every lane's calls before) hold at most the bound; a
+    /// file that does not fit alone is refused (it decodes as the kernels'
+    /// refusals do). Without a bound: one run of every file.
+    pub(crate) fn parts(&self, sizes: &[[usize; 2]]) -> Parts {
+        let mut m = self.lock();
+        let fits = |w: [usize; 2], n: [usize; 2]| {
+            Marks::held([w[0].max(n[0]), w[1].max(n[1])]) <= self.cap
+        };
+        let (mut calls, mut refused) = (Vec::new(), Vec::new());
+        // The marks as raised for the runs so far, and the run being cut.
+        let (mut w, mut run, mut sum) = (*m, 0..0, [0usize; 2]);
+        for (i, &s) in sizes.iter().enumerate() {
+            if !fits(w, s) {
+                refused.push(i);
+                continue;
+            }
+            let more = [sum[0].saturating_add(s[0]), sum[1].saturating_add(s[1])];
+            if run.is_empty() || fits(w, more) {
+                if run.is_empty() {
+                    run = i..i;
+                }
+                run.end = i + 1;
+                sum = more;
+                continue;
+            }
+            w = [w[0].max(sum[0]), w[1].max(sum[1])];
+            calls.push(std::mem::replace(&mut run, i..i + 1));
+            sum = s;
+        }
+        if !run.is_empty() {
+            w = [w[0].max(sum[0]), w[1].max(sum[1])];
+            calls.push(run);
+        }
+        // A refused file between two files of a run: runs are ranges, so
+        // cut the run there (the refused file is not in any call).
+        let calls = calls
+            .into_iter()
+            .flat_map(|r| split_at(r, &refused))
+            .collect();
+        *m = self.grown(*m, w);
+        Parts {
+            calls,
+            refused,
+            grow: *m,
+        }
+    }
+}
+
+/// `r` without the indices `out` (sorted), as the runs between them.
+fn split_at(r: Range<usize>, out: &[usize]) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = r.start;
+    for &i in out.iter().filter(|&&i| r.contains(&i)) {
+        if start < i {
+            runs.push(start..i);
+        }
+        start = i + 1;
+    }
+    if start < r.end {
+        runs.push(start..r.end);
+    }
+    runs
+}
