@@ -322,10 +322,14 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
     } else {
         lane.held.1
     };
-    let held = (
-        crate::cuda::prog_batch::Marks::held(parts.grow).max(lane.held.0),
-        staging,
-    );
+    // A call with no part puts nothing on the device (`prog_route.rs`):
+    // its buffers stay as they are.
+    let device = if parts.calls.is_empty() {
+        lane.held.0
+    } else {
+        crate::cuda::prog_batch::Marks::held(parts.grow).max(lane.held.0)
+    };
+    let held = (device, staging);
     let _ = lane
         .kernels
         .charge(Kind::Device, (held.0 - lane.held.0) as u64);
