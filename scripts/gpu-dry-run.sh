@@ -13,7 +13,8 @@
 #   binary succeeding;
 # * scripts/gpu-report.py failing on what a phase leaves, or deciding no
 #   default from the lease phase's runs and tests (the rule of
-#   docs/RELIABILITY.md, "The next lease", reads them by step name).
+#   docs/RELIABILITY.md, "The next lease", reads them by step name), or
+#   its `--table` (issue 20's) leaving out a step of the checks phase.
 #
 #   scripts/gpu-dry-run.sh [PHASE...]    (default: every phase; CI runs it)
 #
@@ -130,6 +131,14 @@ for phase in "${phases[@]}"; do
     # their step names: a renamed step would leave it undecided.
     echo "FAIL: scripts/gpu-report.py decides no default from phase lease's logs"
     grep -A4 'the default, by' "$tmp/report-$phase.txt" | sed 's/^/    /'
+    fail=1
+  elif [ "$phase" = checks ] \
+    && [ "$("$real_python" scripts/gpu-report.py --table "$logs" | grep -c '^| `')" \
+      -ne "$(grep -E '^-- ' "$logs/summary.txt" | awk '{print $2}' | sed 's/:$//' | sort -u | wc -l)" ]; then
+    # Issue 20's table (docs/RELIABILITY.md) is read off the checks
+    # phase's logs: a row per step (a step skipped in one half and run in
+    # the other, once).
+    echo "FAIL: scripts/gpu-report.py --table leaves out steps of phase checks"
     fail=1
   else
     echo "ok: phase $phase, $steps steps"

@@ -10,6 +10,7 @@ nvidia-smi's load of the hardware JPEG engine, and each timeline's spans
 summed (benches/trace/trace_summary.py).
 
     scripts/gpu-report.py LOGS
+    scripts/gpu-report.py --table LOGS   # issue 20's table, as Markdown
 """
 import glob
 import json
@@ -173,7 +174,75 @@ def default_rule(runs, verdict):
     return out
 
 
+def steps(logs):
+    """Each step the runner logged, in order, once: (name, verdict,
+    seconds, the folder of its log). A phase run in halves copies its
+    halves' summaries into the top one, in place; the step's log is in
+    the half's folder."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(logs, "**", "summary.txt"), recursive=True),
+                       key=lambda p: p.count(os.sep)):
+        for line in open(path, errors="replace"):
+            if not line.startswith("-- "):
+                continue
+            rest = line[3:].strip()
+            if ": skipped" in rest:
+                name, why = rest.split(":", 1)
+                name, verdict, secs = name.strip(), why.strip(), ""
+            else:
+                parts = rest.split()
+                if len(parts) < 3 or not parts[-1].endswith("s"):
+                    continue
+                name, verdict, secs = parts[0], " ".join(parts[1:-1]), parts[-1]
+            folder = os.path.dirname(path)
+            if name not in out or os.path.exists(os.path.join(folder, name + ".log")):
+                out[name] = (verdict, secs, folder)
+    return [(n, *v) for n, v in out.items()]
+
+
+def step_counts(log):
+    """A step's log read for the table: its tests' counts summed over the
+    binaries it ran ("N passed, M failed, K ignored") and the sanitizer's
+    summary lines, or "" where it has neither."""
+    if not os.path.exists(log):
+        return "", ""
+    counts = [0, 0, 0]
+    seen = False
+    tool = []
+    for line in open(log, errors="replace"):
+        if line.startswith("test result:"):
+            seen = True
+            words = line.replace(";", " ").replace(".", " ").split()
+            for i, w in enumerate(words[:-1]):
+                for k, key in enumerate(("passed", "failed", "ignored")):
+                    if words[i + 1] == key and w.isdigit():
+                        counts[k] += int(w)
+        elif "SUMMARY:" in line and line.startswith("="):
+            text = line.strip("= \n")
+            if text not in tool:
+                tool.append(text)
+    tests = f"{counts[0]} passed, {counts[1]} failed, {counts[2]} ignored" if seen else ""
+    return tests, "; ".join(tool)
+
+
+def table(logs):
+    """Issue 20's table for docs/RELIABILITY.md: every step of the run,
+    its verdict, its tests' counts and the sanitizer's summary, as
+    Markdown, under the commit the bundle was built from."""
+    commit = os.path.join(logs, "COMMIT")
+    at = open(commit).read().strip() if os.path.exists(commit) else "unknown commit"
+    print(f"Steps of this run, bundle built from {at}:\n")
+    print("| step | verdict | tests | sanitizer | s |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, verdict, secs, folder in steps(logs):
+        tests, tool = step_counts(os.path.join(folder, name + ".log"))
+        print(f"| `{name}` | {verdict} | {tests} | {tool} | {secs.rstrip('s')} |")
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--table":
+        table(sys.argv[2])
+        return
     logs = sys.argv[1] if len(sys.argv) > 1 else "gpu-logs"
     commit = os.path.join(logs, "COMMIT")
     if os.path.exists(commit):
