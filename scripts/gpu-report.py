@@ -116,20 +116,7 @@ def targets(named):
 def verdicts(logs):
     """Each step's verdict from the runner's summary.txt files: `ok`,
     `FAILED (rc N)`, `TIMED OUT after Ns` or `skipped (why)`."""
-    out = {}
-    for path in glob.glob(os.path.join(logs, "**", "summary.txt"), recursive=True):
-        for line in open(path, errors="replace"):
-            if not line.startswith("-- "):
-                continue
-            rest = line[3:].strip()
-            if ": skipped" in rest:
-                name, why = rest.split(":", 1)
-                out[name.strip()] = why.strip()
-                continue
-            parts = rest.split()
-            if len(parts) >= 3 and parts[-1].endswith("s"):
-                out[parts[0]] = " ".join(parts[1:-1])
-    return out
+    return {name: verdict for name, verdict, _, _ in steps(logs)}
 
 
 # The candidate default's GPU tests (docs/RELIABILITY.md, "The next

@@ -278,7 +278,7 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
     let slow = jobs.iter().any(|j| j.progressive);
     // Planned first, as a CUDA lane plans its call before sizing its
     // buffers for the files the plans take.
-    let planned: Vec<_> = jobs
+    let mut planned: Vec<_> = jobs
         .iter_mut()
         .map(|j| {
             let p = crate::jpeg::scans::given_or_planned(j.plan.take(), &j.bytes).ok();
@@ -301,7 +301,6 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
         })
         .collect();
     let parts = lane.marks.parts(&sizes);
-    let mut planned = planned;
     for &r in &parts.refused {
         planned[at[r]].1 = None;
     }

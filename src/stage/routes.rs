@@ -250,10 +250,9 @@ pub(super) fn make(
                 )?;
                 // Progressive lanes, as on CUDA: the kernels compiled
                 // for the host, a CPU decoder for what they refuse.
-                let prog_kinds = kinds;
                 let prog = if cfg.progressive || cfg.sequential {
-                    let marks = Arc::new(ledgers.kernel_marks(prog_kinds.lanes()));
-                    let states = (0..prog_kinds.lanes())
+                    let marks = Arc::new(ledgers.kernel_marks(kinds.lanes()));
+                    let states = (0..kinds.lanes())
                         .map(|_| {
                             Ok(super::emu::EmuProgLane {
                                 cpu: fallback()?,
@@ -292,12 +291,12 @@ pub(super) fn make(
                 workers.live = LiveLanes::of(
                     Some(lanes.stop_flags()),
                     prog.as_ref().map(|p| p.stop_flags()),
-                    &prog_kinds,
+                    &kinds,
                 );
                 let route = super::jpeg::EmuRoute {
                     engine: lanes,
                     prog,
-                    prog_kinds,
+                    prog_kinds: kinds,
                 };
                 (Some(JpegRoute::Emu(route)), Some(Arc::new(workers)))
             }

@@ -104,7 +104,13 @@ impl Marks {
         let (mut w, mut run, mut sum) = (*m, 0..0, [0usize; 2]);
         for (i, &s) in sizes.iter().enumerate() {
             if !fits(w, s) {
+                // Left out: the run so far ends here (runs are ranges).
                 refused.push(i);
+                if !run.is_empty() {
+                    w = [w[0].max(sum[0]), w[1].max(sum[1])];
+                    calls.push(std::mem::replace(&mut run, 0..0));
+                    sum = [0; 2];
+                }
                 continue;
             }
             let more = [sum[0].saturating_add(s[0]), sum[1].saturating_add(s[1])];
@@ -124,12 +130,6 @@ impl Marks {
             w = [w[0].max(sum[0]), w[1].max(sum[1])];
             calls.push(run);
         }
-        // A refused file between two files of a run: runs are ranges, so
-        // cut the run there (the refused file is not in any call).
-        let calls = calls
-            .into_iter()
-            .flat_map(|r| split_at(r, &refused))
-            .collect();
         *m = self.grown(*m, w);
         Parts {
             calls,
@@ -137,20 +137,4 @@ impl Marks {
             grow: *m,
         }
     }
-}
-
-/// `r` without the indices `out` (sorted), as the runs between them.
-fn split_at(r: Range<usize>, out: &[usize]) -> Vec<Range<usize>> {
-    let mut runs = Vec::new();
-    let mut start = r.start;
-    for &i in out.iter().filter(|&&i| r.contains(&i)) {
-        if start < i {
-            runs.push(start..i);
-        }
-        start = i + 1;
-    }
-    if start < r.end {
-        runs.push(start..r.end);
-    }
-    runs
 }
