@@ -287,8 +287,9 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
         })
         .collect();
     // Cut to the lanes' bound as the CUDA lane cuts its call
-    // (`prog_batch::Marks::parts`): a file past it alone is refused, and
-    // decodes on the CPU here (on CUDA at the batch thread).
+    // (`prog_batch::Marks::parts`): a file that does not fit beside the
+    // parts' buffers is refused, and decodes on the CPU here (on CUDA at
+    // the batch thread).
     let at: Vec<usize> = (0..planned.len())
         .filter(|&k| planned[k].1.is_some())
         .collect();

@@ -15,7 +15,8 @@ use std::sync::Mutex;
 ///
 /// With a bound, the marks never hold more than `cap` bytes of a lane's
 /// device memory ([`Marks::held`]): [`Marks::parts`] cuts a call into
-/// parts that fit, and leaves out the files that do not fit alone.
+/// parts that fit, and leaves out the files that do not fit beside the
+/// buffers the parts before them raised.
 #[derive(Debug)]
 pub(crate) struct Marks {
     sizes: Mutex<[usize; 2]>,
@@ -92,8 +93,10 @@ impl Marks {
     /// into runs that fit the bound one after another, and raise the marks
     /// for them. A run fits when the buffers grown for it and for the runs
     /// before it (and every lane's calls before) hold at most the bound; a
-    /// file that does not fit alone is refused (it decodes as the kernels'
-    /// refusals do). Without a bound: one run of every file.
+    /// file that does not fit alone beside those buffers is refused (it
+    /// decodes as the kernels' refusals do): one whose coefficients fit
+    /// only beside a smaller bytes' mark than a run before it raised, for
+    /// example. Without a bound: one run of every file.
     pub(crate) fn parts(&self, sizes: &[[usize; 2]]) -> Parts {
         let mut m = self.lock();
         let fits = |w: [usize; 2], n: [usize; 2]| {
@@ -103,28 +106,26 @@ impl Marks {
         // The marks as raised for the runs so far, and the run being cut.
         let (mut w, mut run, mut sum) = (*m, 0..0, [0usize; 2]);
         for (i, &s) in sizes.iter().enumerate() {
-            if !fits(w, s) {
-                // Left out: the run so far ends here (runs are ranges).
+            if !run.is_empty() {
+                let more = [sum[0].saturating_add(s[0]), sum[1].saturating_add(s[1])];
+                if fits(w, more) {
+                    run.end = i + 1;
+                    sum = more;
+                    continue;
+                }
+                // The run ends here; the marks it raises are what the
+                // next run must fit beside, its first file included (a
+                // file that fitted the marks before this run may not).
+                w = [w[0].max(sum[0]), w[1].max(sum[1])];
+                calls.push(std::mem::replace(&mut run, 0..0));
+                sum = [0; 2];
+            }
+            if fits(w, s) {
+                run = i..i + 1;
+                sum = s;
+            } else {
                 refused.push(i);
-                if !run.is_empty() {
-                    w = [w[0].max(sum[0]), w[1].max(sum[1])];
-                    calls.push(std::mem::replace(&mut run, 0..0));
-                    sum = [0; 2];
-                }
-                continue;
             }
-            let more = [sum[0].saturating_add(s[0]), sum[1].saturating_add(s[1])];
-            if run.is_empty() || fits(w, more) {
-                if run.is_empty() {
-                    run = i..i;
-                }
-                run.end = i + 1;
-                sum = more;
-                continue;
-            }
-            w = [w[0].max(sum[0]), w[1].max(sum[1])];
-            calls.push(std::mem::replace(&mut run, i..i + 1));
-            sum = s;
         }
         if !run.is_empty() {
             w = [w[0].max(sum[0]), w[1].max(sum[1])];

@@ -143,7 +143,7 @@ fn unbounded_marks_keep_a_call_whole() {
 
 /// With a bound (`PipelineBuilder::kernel_memory_limit`, issue 16 item
 /// 5), a call is cut into runs of its files that fit one after another,
-/// a file that does not fit alone is left out, and the marks never hold
+/// a file that does not fit beside them is left out, and the marks never hold
 /// more than the bound: doubling stops where it would pass it.
 #[test]
 fn bounded_marks_cut_calls_and_stay_within_the_bound() {
@@ -179,5 +179,54 @@ fn bounded_marks_cut_calls_and_stay_within_the_bound() {
             assert!(sum[0] <= p.grow[0] && sum[1] <= p.grow[1]);
         }
         assert!(Marks::held(p.grow) <= 100, "{:?}", p.grow);
+    }
+}
+
+mod marks_hold {
+    use super::Marks;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// What the lanes rely on, over calls of any sizes by lanes that
+        /// share the marks: each call's files are its runs and refusals,
+        /// every file once and in order; a run fits the marks it raised;
+        /// the marks stay within the bound; and a file is refused only
+        /// where the buffers, as they end up, could not take it within
+        /// the bound (so a refusal costs a route, never the bound).
+        #[test]
+        fn parts_cover_every_file_once_and_keep_the_bound(
+            cap in 1usize..4_000,
+            calls in prop::collection::vec(
+                prop::collection::vec((0usize..600, 0usize..400), 0..24),
+                1..8,
+            ),
+        ) {
+            let m = Marks::bounded(cap);
+            for call in calls {
+                let sizes: Vec<[usize; 2]> = call.iter().map(|&(b, c)| [b, c]).collect();
+                let p = m.parts(&sizes);
+                let mut seen: Vec<usize> = p.calls.iter().flat_map(|r| r.clone()).collect();
+                for r in &p.calls {
+                    prop_assert!(!r.is_empty());
+                    let sum = sizes[r.clone()]
+                        .iter()
+                        .fold([0, 0], |a, s| [a[0] + s[0], a[1] + s[1]]);
+                    prop_assert!(sum[0] <= p.grow[0] && sum[1] <= p.grow[1]);
+                }
+                prop_assert!(seen.windows(2).all(|w| w[0] < w[1]), "runs in order");
+                for &i in &p.refused {
+                    let s = sizes[i];
+                    let with = [p.grow[0].max(s[0]), p.grow[1].max(s[1])];
+                    prop_assert!(Marks::held(with) > cap, "file {} refused: {:?}", i, s);
+                }
+                seen.extend(&p.refused);
+                seen.sort_unstable();
+                prop_assert_eq!(seen, (0..sizes.len()).collect::<Vec<_>>());
+                prop_assert!(Marks::held(p.grow) <= cap, "{:?} past {}", p.grow, cap);
+                prop_assert_eq!(m.raise([0, 0]), p.grow, "the marks as reported");
+            }
+        }
     }
 }

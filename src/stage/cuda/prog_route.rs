@@ -165,10 +165,10 @@ fn run_lane(lane: &mut ProgLane, jobs: &mut [ProgJob]) -> ProgReply {
 /// Decode jobs `ks` (planned as `plans`); the indices of those whose
 /// pixels are in place. The jobs go in parts within the lanes' memory
 /// bound (`PipelineBuilder::kernel_memory_limit`), one after another; a
-/// job past the bound alone is left to the batch thread, as a refused one
-/// is. An error leaves every job of its part and the parts after to the
-/// batch thread, after the stream has finished what was queued (those
-/// places get decoded again).
+/// job that does not fit beside the parts' buffers is left to the batch
+/// thread, as a refused one is. An error leaves every job of its part and
+/// the parts after to the batch thread, after the stream has finished
+/// what was queued (those places get decoded again).
 fn decode(lane: &mut ProgLane, jobs: &[ProgJob], ks: &[usize], plans: &[Plan]) -> Vec<usize> {
     let fail = crate::cuda::lanes::panics_now(&mut lane.calls);
     let sizes: Vec<[usize; 2]> = ks
