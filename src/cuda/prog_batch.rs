@@ -171,9 +171,9 @@ impl Staging {
             e.synchronize().map_err(Error::cuda("staging event"))?;
         }
         let have = self.buf.as_ref().map_or(0, |b| b.len());
-        if have < bytes {
+        let len = staging_len(have, bytes, room);
+        if len != have {
             self.buf = None;
-            let len = bytes.max((2 * have).min(room));
             // SAFETY: u8 has no invalid values, and only the bytes packed
             // below are ever read (by the copy to the device).
             let buf = unsafe { ctx.alloc_pinned::<u8>(len) }
@@ -202,6 +202,20 @@ impl Drop for Staging {
             let _ = e.synchronize();
         }
     }
+}
+
+/// The length a lane's page-locked staging of `have` bytes grows to for a
+/// part that packs `bytes` ([`Staging`]): to twice itself at least,
+/// within `room` (the lanes' mark for the files' bytes), so that parts a
+/// little larger than any before grow it once; unchanged where `bytes`
+/// fit, or are none (every file of the part was read into page-locked
+/// blocks). The emulated lanes count their staging by it too
+/// (`stage/emu.rs`).
+pub(crate) fn staging_len(have: usize, bytes: usize, room: usize) -> usize {
+    if bytes <= have {
+        return have;
+    }
+    bytes.max(have.saturating_mul(2).min(room))
 }
 
 /// One copy of a batch's files to the device buffer, where they lie one

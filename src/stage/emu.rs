@@ -308,20 +308,19 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
     // Charged as the CUDA lane charges its buffers' growth (no driver
     // allocation counted: those are nvJPEG's, `Stats::decoder_allocations`).
     // The ledgers have no limit: the charges always go through. The
-    // files' buffers are the marks' (`Marks::held`); the staging grows to
-    // a part's files, twice its size at least within the marks
-    // (`prog_batch::Staging`).
+    // files' buffers are the marks' (`Marks::held`); the staging grows
+    // part by part to the files not read into page-locked blocks, by the
+    // CUDA lane's rule (`prog_batch::staging_len`).
     use crate::decode::nvjpeg::Kind;
-    let part_bytes = parts
-        .calls
-        .iter()
-        .map(|r| sizes[r.clone()].iter().map(|s| s[0]).sum());
-    let staged = part_bytes.max().unwrap_or(0);
-    let staging = if staged > lane.held.1 {
-        staged.max((2 * lane.held.1).min(parts.grow[0]))
-    } else {
-        lane.held.1
-    };
+    let staging = parts.calls.iter().fold(lane.held.1, |have, r| {
+        let staged = at[r.clone()]
+            .iter()
+            .map(|&k| &planned[k].0.bytes)
+            .filter(|b| !b.is_pinned())
+            .map(|b| b.len())
+            .sum();
+        crate::cuda::prog_batch::staging_len(have, staged, parts.grow[0])
+    });
     // A call with no part puts nothing on the device (`prog_route.rs`):
     // its buffers stay as they are.
     let device = if parts.calls.is_empty() {

@@ -1,7 +1,7 @@
 //! How a batch's files reach the device: each byte once, where the
 //! layout puts it, from the readers' blocks or the staging.
 
-use super::{Marks, Upload, uploads};
+use super::{Marks, Upload, staging_len, uploads};
 
 /// Replays `uploads` on the host: the device buffer it fills, and the
 /// staging it reads (the unpinned files packed in order).
@@ -180,6 +180,27 @@ fn bounded_marks_cut_calls_and_stay_within_the_bound() {
         }
         assert!(Marks::held(p.grow) <= 100, "{:?}", p.grow);
     }
+}
+
+/// The staging grows to a part's bytes, twice itself at least within the
+/// room the marks give, and never for a part that fits or has nothing to
+/// pack; the emulated lanes count theirs by the same rule.
+#[test]
+fn staging_grows_to_twice_within_the_room() {
+    assert_eq!(
+        staging_len(0, 0, 100),
+        0,
+        "all read into page-locked blocks"
+    );
+    assert_eq!(staging_len(0, 10, 100), 10);
+    assert_eq!(staging_len(10, 15, 100), 20, "twice");
+    assert_eq!(staging_len(10, 15, 12), 15, "twice passes the room");
+    assert_eq!(staging_len(60, 70, 100), 100, "twice, cut to the room");
+    assert_eq!(staging_len(20, 15, 100), 20, "fits");
+    assert_eq!(
+        staging_len(usize::MAX / 2 + 1, usize::MAX, usize::MAX),
+        usize::MAX
+    );
 }
 
 mod marks_hold {
