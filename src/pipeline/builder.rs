@@ -426,7 +426,9 @@ impl PipelineBuilder {
     /// of `(seed, epoch, sample)`, but which nvJPEG decoder produces an
     /// image's pixels then depends on timing, and the two round
     /// differently (about 50 dB apart), so batches are not bit-identical
-    /// from run to run. Ignored without a hardware engine.
+    /// from run to run. Ignored without a hardware engine. With the scan
+    /// kernels on (the default) it does not steer; see
+    /// [`sequential_kernels`](Self::sequential_kernels).
     pub fn hardware_decode_share_auto(mut self, yes: bool) -> Self {
         self.hardware_share_auto = yes;
         self
@@ -512,8 +514,10 @@ impl PipelineBuilder {
     /// automatic share
     /// ([`hardware_decode_share_auto`](Self::hardware_decode_share_auto))
     /// does not model it yet: it prices the CUDA share by the workers'
-    /// host phases, which these images skip, so pair it with a fixed
-    /// share.
+    /// host phases, which these images skip, so it never measures that
+    /// side. Started at 0 it stays there; started above 0 it moves to
+    /// 1/16 once the engine is measured and stays (emulated device,
+    /// session 56). Pair the kernels with a fixed share.
     pub fn sequential_kernels(mut self, yes: bool) -> Self {
         self.sequential = yes;
         self
