@@ -93,9 +93,9 @@ impl Marks {
     /// into runs that fit the bound one after another, and raise the marks
     /// for them. A run fits when the buffers grown for it and for the runs
     /// before it (and every lane's calls before) hold at most the bound; a
-    /// file that does not fit alone beside those buffers is refused (it
-    /// decodes as the kernels' refusals do): one whose coefficients fit
-    /// only beside a smaller bytes' mark than a run before it raised, for
+    /// file that does not fit beside those buffers is refused (it decodes
+    /// as the kernels' refusals do): one whose coefficients fit only
+    /// beside a smaller bytes' mark than a run before it raised, for
     /// example. Without a bound: one run of every file.
     pub(crate) fn parts(&self, sizes: &[[usize; 2]]) -> Parts {
         let mut m = self.lock();
