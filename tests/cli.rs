@@ -18,8 +18,6 @@ common::tests!(
     bench_names_what_the_folder_listing_left_out,
     bench_reads_a_list_file,
     bench_writes_a_timeline,
-    pack_writes_shards_that_bench_reads,
-    pack_reencodes_to_a_max_side_and_repacks_shards,
     preview_writes_a_labelled_contact_sheet,
     preview_shows_every_view_of_a_recipe,
     kernel_bench_needs_a_gpu_and_says_so,
@@ -31,17 +29,7 @@ common::tests!(
 
 use std::process::Command;
 
-fn gpufeed(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpufeed"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{bench_cpu, gpufeed};
 
 fn bench_prints_a_table_and_json() {
     let sample = common::sample_dir();
@@ -359,25 +347,22 @@ fn bench_sweeps_settings_and_writes_json_and_csv() {
     let sample = common::sample_dir();
     let out = tempfile::tempdir().unwrap();
     let prefix = out.path().join("sweep");
-    let (code, stdout, err) = gpufeed(&[
-        "bench",
-        sample.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--epochs",
-        "2",
-        "--batch",
-        "8",
-        "--size",
-        "32",
-        "--sweep",
-        "readers=1,2",
-        "--sweep",
-        "consumer-ms=0,5",
-        "--json",
-        "--out",
-        prefix.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = bench_cpu(
+        &[sample.to_str().unwrap()],
+        &[
+            "--epochs",
+            "2",
+            "--batch",
+            "8",
+            "--sweep",
+            "readers=1,2",
+            "--sweep",
+            "consumer-ms=0,5",
+            "--json",
+            "--out",
+            prefix.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
     let configs: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
@@ -580,16 +565,7 @@ fn bench_names_what_the_folder_listing_left_out() {
     std::fs::create_dir(dir.path().join("cat")).unwrap();
     std::fs::copy(&cat, dir.path().join("cat/a.jpg")).unwrap();
     std::fs::copy(&cat, dir.path().join("cat/photo.png")).unwrap();
-    let (code, _, err) = gpufeed(&[
-        "bench",
-        dir.path().to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--epochs",
-        "1",
-        "--size",
-        "32",
-    ]);
+    let (code, _, err) = bench_cpu(&[dir.path().to_str().unwrap()], &["--epochs", "1"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("warning: 1 file left out: 1 .png"), "{err}");
     assert!(err.contains("photo.png"), "{err}");
@@ -602,18 +578,10 @@ fn bench_reads_a_list_file() {
     std::fs::copy(&cat, dir.path().join("b.jpg")).unwrap();
     let list = dir.path().join("train.txt");
     std::fs::write(&list, "a.jpg 0\nb.jpg 1\n").unwrap();
-    let (code, out, err) = gpufeed(&[
-        "bench",
-        "--list",
-        list.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--epochs",
-        "1",
-        "--size",
-        "32",
-        "--json",
-    ]);
+    let (code, out, err) = bench_cpu(
+        &["--list", list.to_str().unwrap()],
+        &["--epochs", "1", "--json"],
+    );
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["files"], 2);
@@ -625,20 +593,17 @@ fn bench_writes_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.json");
     let sample = common::sample_dir();
-    let (code, _, err) = gpufeed(&[
-        "bench",
-        sample.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--epochs",
-        "2",
-        "--size",
-        "32",
-        "--batch",
-        "8",
-        "--trace",
-        trace.to_str().unwrap(),
-    ]);
+    let (code, _, err) = bench_cpu(
+        &[sample.to_str().unwrap()],
+        &[
+            "--epochs",
+            "2",
+            "--batch",
+            "8",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
@@ -671,137 +636,4 @@ fn bench_writes_a_timeline() {
     let (code, _, err) = gpufeed(&["bench", "--trace", "/x.json", "--sweep", "batch=1,2"]);
     assert_eq!(code, 2);
     assert!(err.contains("--trace") && err.contains("--sweep"), "{err}");
-}
-
-/// Issue 18: `pack` writes WebDataset shards; `bench` reads them back by
-/// brace pattern.
-fn pack_writes_shards_that_bench_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let sample = common::sample_dir();
-    let (code, out, err) = gpufeed(&[
-        "pack",
-        sample.to_str().unwrap(),
-        "-o",
-        dir.path().to_str().unwrap(),
-        "--shard-size",
-        "800KB",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("packed 28 samples") && out.contains("3 shards"),
-        "{out}"
-    );
-    let pattern = dir.path().join("shard-{000000..000002}.tar");
-    let (code, out, err) = gpufeed(&[
-        "bench",
-        pattern.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--epochs",
-        "1",
-        "--size",
-        "32",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["files"], 28);
-    assert_eq!(v["epochs"][0]["images"], 28);
-    // scan reads the shards' members too.
-    let (code, out, err) = gpufeed(&["scan", pattern.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        out.contains("28 files: 28 decoded, 0 typed errors"),
-        "{out}"
-    );
-    let (code, _, err) = gpufeed(&["pack", "-o", "/tmp/x", "--shard-size", "1 parsec"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("unknown unit"), "{err}");
-    // Every shard has its index, which lists what the tar headers list.
-    for n in 0..3 {
-        let idx = dir.path().join(format!("shard-{n:06}.tar.idx"));
-        assert!(
-            std::fs::read_to_string(&idx)
-                .unwrap()
-                .starts_with("gpufeed-wds-index 1 ")
-        );
-    }
-}
-
-/// Issue 18: `pack --max-side 64` shrinks every photo (all are larger) to
-/// a 64 px long side, upright, as JPEG; the shards' batches are close to
-/// the folder's (Resize to 32 px: the same picture); packing the shards
-/// again, with 4 threads, keeps the samples, labels and bytes.
-fn pack_reencodes_to_a_max_side_and_repacks_shards() {
-    use gpufeed::{Device, Pipeline, Source, Transform};
-    let dir = tempfile::tempdir().unwrap();
-    let small = dir.path().join("small");
-    let sample = common::sample_dir();
-    let (code, out, err) = gpufeed(&[
-        "pack",
-        sample.to_str().unwrap(),
-        "-o",
-        small.to_str().unwrap(),
-        "--max-side",
-        "64",
-        "--quality",
-        "85",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("28 re-encoded to at most 64 px"), "{out}");
-    let shards = small.join("shard-000000.tar");
-    let wds = Source::webdataset([shards.to_str().unwrap()]).unwrap();
-    let folder = Source::image_folder(&sample).unwrap();
-    let labels = |s: &Source| s.samples().iter().map(|x| x.label).collect::<Vec<_>>();
-    assert_eq!(labels(&wds), labels(&folder));
-    let mut bytes = Vec::new();
-    for i in 0..wds.len() {
-        wds.read(i, &mut bytes, u64::MAX).unwrap();
-        let h = gpufeed::jpeg::parse_header(&bytes, u64::MAX).unwrap();
-        assert_eq!(h.width.max(h.height), 64, "sample {i}");
-        assert!(wds.samples()[i].path.extension().unwrap() == "jpg");
-    }
-    let batch = |s: Source| {
-        let mut p = Pipeline::builder()
-            .source(s)
-            .device(Device::Cpu)
-            .transform(Transform::Resize)
-            .output_size(32, 32)
-            .batch_size(28)
-            .dtype(gpufeed::DType::U8)
-            .normalize(None)
-            .shuffle(false)
-            .build()
-            .unwrap();
-        let b = p.epoch(0).next().unwrap().unwrap();
-        b.images().as_bytes().unwrap().to_vec()
-    };
-    let (a, b) = (batch(folder), batch(wds));
-    let mse = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
-        .sum::<f64>()
-        / a.len() as f64;
-    let psnr = 10.0 * (255.0f64 * 255.0 / mse).log10();
-    assert!(
-        psnr > 25.0,
-        "shrunk shards vs folder at 32 px: {psnr:.1} dB"
-    );
-    // Shards packed again (from shards), on 4 threads: the same members.
-    let again = dir.path().join("again");
-    let (code, _, err) = gpufeed(&[
-        "pack",
-        shards.to_str().unwrap(),
-        "-o",
-        again.to_str().unwrap(),
-        "--threads",
-        "4",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let (x, y) = (
-        std::fs::read(&shards).unwrap(),
-        std::fs::read(again.join("shard-000000.tar")).unwrap(),
-    );
-    assert_eq!(x, y, "a shard packed again is the same tar");
 }

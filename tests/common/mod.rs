@@ -16,6 +16,36 @@ pub(crate) fn sample_dir() -> PathBuf {
     }
 }
 
+/// Run the `gpufeed` binary with `args`: its exit code (-1 if killed),
+/// stdout and stderr.
+#[cfg(feature = "cli")]
+pub(crate) fn gpufeed(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufeed"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `gpufeed bench INPUT... --device cpu --size 32 ARGS...`: a quick run
+/// on the CPU backend.
+#[cfg(feature = "cli")]
+pub(crate) fn bench_cpu(input: &[&str], args: &[&str]) -> (i32, String, String) {
+    gpufeed(
+        &[
+            &["bench"],
+            input,
+            &["--device", "cpu", "--size", "32"],
+            args,
+        ]
+        .concat(),
+    )
+}
+
 pub(crate) mod harness;
 pub(crate) mod shards;
 pub(crate) mod tolerance;
