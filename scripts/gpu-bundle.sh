@@ -2,8 +2,8 @@
 # Build everything a CUDA machine without a Rust toolchain needs to run the
 # GPU checks: the release test binaries, the CLI, and a runner script.
 #
-#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz] [--full] [--no-tricky]] [--pack]
-#                         [--candle] [--wheel]
+#   scripts/gpu-bundle.sh [OUT] [--corpus DIR [--fuzz] [--full] [--no-tricky] [--parts]]
+#                         [--pack] [--candle] [--wheel]
 #   (default OUT: dist/gpu, git-ignored)
 #   # copy OUT to the CUDA box (x86-64 Linux), then there, from a checkout:
 #   OUT/run-gpu-tests.sh [tests|sanitize|bench|peers|all] [-- DATA]
@@ -13,6 +13,15 @@
 # (26 MB), --full photos/full (29 MB, issue 20's second bench set);
 # --no-tricky leaves tricky/ out (23 MB; the runner's unrun phase needs
 # none of it).
+# --parts splits the corpus so that each of issue 20's two calls carries
+# what it needs within 64 MiB: OUT/corpus holds photos/imagenet-size
+# only; OUT-robust/corpus-extra.tar.xz tricky/ (trimmed as below) and
+# fuzz/ (23 MB packed: the fuzz seeds compress); OUT-full/photos/full
+# (29 MB). The runner merges the parts it finds beside the bundle into
+# OUT/corpus, so `checks` carries OUT and OUT-robust (the whole corpus
+# through the routes, which the bundle without --parts could not hold
+# beside photos/full), `numbers` OUT and OUT-full. It implies --fuzz and
+# --full, and keeps tricky/.
 # --pack leaves the binaries as OUT/bin.tar.xz (a third of their size), to
 # unpack there with `tar xJf OUT/bin.tar.xz -C OUT`. The device tool
 # carries 64 MiB: the corpus with fuzz/ fits only so (56 MB on
@@ -39,6 +48,7 @@ candle=
 full=
 wheel=
 tricky=1
+parts=
 while [ $# -gt 0 ]; do
   case $1 in
     --corpus) corpus=$(cd "$2" && pwd); shift ;;
@@ -48,6 +58,7 @@ while [ $# -gt 0 ]; do
     --full) full=1 ;;
     --wheel) wheel=1 ;;
     --no-tricky) tricky= ;;
+    --parts) parts=1 ;;
     *) out=$1 ;;
   esac
   shift
@@ -164,17 +175,26 @@ fi
 # tricky/ without its reference PNGs, the 10 MB MPO and the 9 MB
 # decompression bomb, plus photos/imagenet-size (and what --fuzz and
 # --full add).
+rm -rf "$out-robust" "$out-full"
 if [ -n "$corpus" ]; then
   mkdir -p "$out/corpus/photos" "$out/corpus/fuzz"
   cp "$corpus/MANIFEST.tsv" "$out/corpus/"
-  if [ -n "$tricky" ]; then
+  if [ -n "$tricky" ] || [ -n "$parts" ]; then
     cp -r "$corpus/tricky" "$out/corpus/"
     find "$out/corpus/tricky" -name '*.png' -delete
     rm -f "$out/corpus/tricky/pillow/fujifilm.mpo" "$out/corpus/tricky/gdk-pixbuf/large.jpg"
   fi
   cp -r "$corpus/photos/imagenet-size" "$out/corpus/photos/"
-  [ -n "$fuzz" ] && cp -r "$corpus/fuzz/." "$out/corpus/fuzz/"
-  [ -n "$full" ] && cp -r "$corpus/photos/full" "$out/corpus/photos/"
+  [ -n "$fuzz$parts" ] && cp -r "$corpus/fuzz/." "$out/corpus/fuzz/"
+  if [ -n "$parts" ]; then
+    # The parts beside the bundle (see --parts above).
+    mkdir -p "$out-robust" "$out-full/photos"
+    tar cJf "$out-robust/corpus-extra.tar.xz" -C "$out/corpus" tricky fuzz
+    rm -r "$out/corpus/tricky" "$out/corpus/fuzz"
+    cp -r "$corpus/photos/full" "$out-full/photos/"
+  elif [ -n "$full" ]; then
+    cp -r "$corpus/photos/full" "$out/corpus/photos/"
+  fi
 fi
 if [ -n "$wheel" ]; then
   # abi3: any CPython 3 there; the runner unzips it onto PYTHONPATH (no
@@ -186,4 +206,4 @@ if [ -n "$pack" ]; then
   tar cJf "$out/bin.tar.xz" -C "$out" bin
   rm -r "$out/bin"
 fi
-du -sh "$out"
+du -sh "$out" "$out-robust" "$out-full" 2>/dev/null

@@ -174,4 +174,41 @@ if [[ " ${phases[*]} " == *" checks "* ]]; then
     echo "ok: two checks calls, one table of $(rows | wc -l) steps"
   fi
 fi
+# The corpus in parts (gpu-bundle.sh --parts; docs/RELIABILITY.md, "The
+# next lease"): a bundle whose corpus holds photos/imagenet-size only,
+# tricky/ and fuzz/ packed beside it, photos/full beside that. Given no
+# GPUFEED_CORPUS, the runner must merge them once, before `checks` starts
+# its two halves (which must not merge again under each other's tests),
+# and `numbers` must bench the merged photos/full.
+parts=$tmp/parts
+cp -r "$tmp/gpu" "$parts"
+mkdir -p "$parts/corpus/photos/imagenet-size" "$tmp/extra/tricky/go" "$tmp/extra/fuzz" \
+  "$parts-robust" "$parts-full/photos/full"
+: >"$parts/corpus/MANIFEST.tsv"
+echo a >"$parts/corpus/photos/imagenet-size/a.jpg"
+echo t >"$tmp/extra/tricky/go/t.jpg"
+echo f >"$tmp/extra/fuzz/f.jpg"
+tar cJf "$parts-robust/corpus-extra.tar.xz" -C "$tmp/extra" tricky fuzz
+echo p >"$parts-full/photos/full/p.jpg"
+parts_run() {
+  env -u GPUFEED_CORPUS PATH="$tmp/path:$PATH" OUT_LOGS="$tmp/parts-$1" BENCH_IMAGES=20 \
+    FULL_IMAGES=20 GPU_SKIP="dali-install peers" LOGS_TAR= "$parts/run-gpu-tests.sh" "$1" \
+    >"$tmp/parts-$1.txt" 2>&1
+}
+if ! parts_run checks || ! parts_run numbers; then
+  echo "FAIL: a bundle with its corpus in parts (checks, then numbers)"
+  tail -5 "$tmp"/parts-*.txt | sed 's/^/    /'
+  fail=1
+elif [ ! -f "$parts/corpus/tricky/go/t.jpg" ] || [ ! -f "$parts/corpus/fuzz/f.jpg" ] \
+  || [ ! -f "$parts/corpus/photos/full/p.jpg" ] \
+  || ! grep -q "corpus: $parts/corpus (merged from the parts: tricky/ fuzz/ photos/full)" \
+    "$tmp/parts-checks/summary.txt" \
+  || grep -q 'merged' "$tmp/parts-checks/tests/summary.txt" "$tmp/parts-checks/sanitize/summary.txt" \
+  || [ ! -d "$tmp/parts-numbers/bench-data-full" ]; then
+  echo "FAIL: the corpus's parts not merged once, or photos/full not benched from them"
+  grep -h '^corpus' "$tmp"/parts-*/summary.txt "$tmp"/parts-*/*/summary.txt | sed 's/^/    /'
+  fail=1
+else
+  echo "ok: a bundle with its corpus in parts, merged once"
+fi
 exit $fail

@@ -56,6 +56,23 @@ mkdir -p "$logs"
 [ -f "$here/COMMIT" ] && cp "$here/COMMIT" "$logs/COMMIT"
 export GPUFEED_REQUIRE_GPU=1 GPUFEED_REQUIRE_NVRTC=1
 export GPUFEED_KERNEL_CACHE=${GPUFEED_KERNEL_CACHE:-$logs/kernel-cache}
+# The corpus's parts carried beside the bundle (gpu-bundle.sh --parts):
+# tricky/ and fuzz/ for `checks`, photos/full for `numbers`, merged into
+# its corpus (a carried folder replaces the machine's copy, so each call
+# merges what it carried). Once: `checks` runs this script twice at once
+# after merging, and neither may rewrite files the other reads.
+merged=
+if [ -f "$here/corpus/MANIFEST.tsv" ]; then
+  if [ -f "$here-robust/corpus-extra.tar.xz" ] && [ ! -f "$here/corpus/.robust-merged" ] \
+    && tar xJf "$here-robust/corpus-extra.tar.xz" -C "$here/corpus"; then
+    : >"$here/corpus/.robust-merged"
+    merged="$merged tricky/ fuzz/"
+  fi
+  if [ -d "$here-full/photos/full" ] && [ ! -d "$here/corpus/photos/full" ] \
+    && cp -r "$here-full/photos/full" "$here/corpus/photos/"; then
+    merged="$merged photos/full"
+  fi
+fi
 if [ -z "${GPUFEED_CORPUS:-}" ] && [ -f "$here/corpus/MANIFEST.tsv" ]; then
   export GPUFEED_CORPUS=$here/corpus
 fi
@@ -90,7 +107,8 @@ cat "$logs/nvidia-smi.txt"
 lscpu >"$logs/lscpu.txt" 2>&1 || true
 grep -E "^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))" \
   "$logs/lscpu.txt" || true
-echo "corpus: ${GPUFEED_CORPUS:-none}; data: $data" | tee -a "$logs/summary.txt"
+echo "corpus: ${GPUFEED_CORPUS:-none}${merged:+ (merged from the parts:$merged)}; data: $data" \
+  | tee -a "$logs/summary.txt"
 
 # The logs packed every 20 s while the phases run, without the traces,
 # so that a call cut at the device tool's limit still brings back what
@@ -440,12 +458,6 @@ for phase in "${phases[@]}"; do
       # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
       GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
-      # Issue 16, item 3c: is GPU Huffman safe at every size? The fuzz
-      # corpus through the decoupled route with it on for all images.
-      # Each file is named before it decodes: on 2026-11-26 this timed out
-      # (120 s) on an H200, on a file the log did not name.
-      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_TEST_NAME_FILES=1 \
-        step nvjpeg-fuzz-gpu-huffman 120 "$bin/test-nvjpeg_decode" fuzz --nocapture
       step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
       # Again with every nvJPEG image on CUDA: the workers' host phases.
       GPUFEED_TEST_HARDWARE_SHARE=0 step corpus-share0 180 "$bin/test-corpus" whole_corpus --nocapture
@@ -456,6 +468,14 @@ for phase in "${phases[@]}"; do
       # routes, none lost (the test runs itself with the fault set).
       step lane-panics 90 "$bin/test-faults" gpu_ --nocapture
       trainers
+      # Issue 16, item 3c: is GPU Huffman safe at every size? The fuzz
+      # corpus through the decoupled route with it on for all images (a
+      # diagnostic: the default sends only images of 1 MP or more there).
+      # Each file is named before it decodes: on 2026-11-26 this timed out
+      # (120 s) on an H200, on a file the log did not name. Last, so that
+      # a hang costs none of the suite's steps their time.
+      GPUFEED_NVJPEG_GPU_HUFFMAN_MIN_PIXELS=0 GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_TEST_NAME_FILES=1 \
+        step nvjpeg-fuzz-gpu-huffman 90 "$bin/test-nvjpeg_decode" fuzz --nocapture
       ;;
     sanitize)
       if command -v compute-sanitizer >/dev/null; then
