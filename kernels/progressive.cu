@@ -89,8 +89,15 @@ __device__ __forceinline__ bool gf_pipe_may(GfPipe* p, unsigned int m) {
     return p == 0 || gf_pipe_wait(*p, m);
 }
 
-__device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff* tables,
-                                unsigned int n_tables, GfPipe* pipe) {
+// Not inlined, with one call of the block decoder: inlined at both of
+// gf_chain_scans' calls, each with two calls of the decoder (interleaved
+// scans and not), gf_progressive held four copies of it, and NVRTC took
+// 20 s over this file on a 2-core VM (5 s so), which a cold kernel cache
+// adds to a pipeline's build() (time to first batch, issue 20). It is
+// called once per scan, so the call costs nothing that counts.
+__device__ __noinline__ unsigned int gf_scan(const GfChain& ch, const GfScan& s,
+                                             const GfHuff* tables, unsigned int n_tables,
+                                             GfPipe* pipe) {
     if (!gf_scan_ok(ch, s, n_tables)) return GF_SCAN_BAD_DESC;
     GfBits b = gf_reader(ch, s, 0);
     GfScanState st;
@@ -113,19 +120,16 @@ __device__ unsigned int gf_scan(const GfChain& ch, const GfScan& s, const GfHuff
             togo -= 1;
         }
         const unsigned int mx = m % across, my = m / across;
-        if (!interleaved) {
-            short* blk = gf_block(c0, mx, my);
-            if (blk == 0) return GF_SCAN_BAD_DESC;
-            gf_block_decode(b, s, tables, st, 0, blk);
-        } else {
-            for (int i = 0; i < s.comps; ++i) {
-                const GfCoefs& c = ch.comp[s.comp[i]];
-                for (unsigned int y = 0; y < c.v; ++y) {
-                    for (unsigned int x = 0; x < c.h; ++x) {
-                        short* blk = gf_block(c, mx * c.h + x, my * c.v + y);
-                        if (blk == 0) return GF_SCAN_BAD_DESC;
-                        gf_block_decode(b, s, tables, st, i, blk);
-                    }
+        // A non-interleaved scan's MCU is one block of its component.
+        const int comps = interleaved ? s.comps : 1;
+        for (int i = 0; i < comps; ++i) {
+            const GfCoefs& c = ch.comp[s.comp[i]];
+            const unsigned int h = interleaved ? c.h : 1u, v = interleaved ? c.v : 1u;
+            for (unsigned int y = 0; y < v; ++y) {
+                for (unsigned int x = 0; x < h; ++x) {
+                    short* blk = gf_block(c, mx * h + x, my * v + y);
+                    if (blk == 0) return GF_SCAN_BAD_DESC;
+                    gf_block_decode(b, s, tables, st, i, blk);
                 }
             }
         }

@@ -19,6 +19,9 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+// Inlining is the host compiler's choice here (the system headers, which
+// spell GCC's own attribute __noinline__, are included above).
+#define __noinline__
 #define __constant__
 #define __restrict__
 
