@@ -26,6 +26,7 @@ common::tests!(
     decoupled_window_decode_equals_full_decode_cropped,
     mixed_dataset_epoch_completes_on_the_gpu,
     nvjpeg_routes_survive_the_fuzz_corpus,
+    nvjpeg_windows_survive_the_damaged_files,
     damaged_files_are_told_apart,
     nvjpeg_route_is_independent_of_thread_counts,
     gpu_huffman_takes_baseline_files_only,
@@ -375,6 +376,45 @@ fn mixed_dataset_epoch_completes_on_the_gpu() -> Outcome {
     Ok(())
 }
 
+/// The sample cat photo and its CPU decode: what a route must still
+/// decode after damaged files.
+fn cat_photo() -> (Vec<u8>, Image) {
+    let photo = std::fs::read(&files(&common::sample_dir(), "cat")[0]).unwrap();
+    let mut want = Image::default();
+    let h = parse_header(&photo, DEFAULT_MAX_PIXELS).unwrap();
+    CpuDecoder::new(false)
+        .decode(&photo, &h, &mut want)
+        .unwrap();
+    (photo, want)
+}
+
+/// `route`'s single-image decoder; `None` (said) where the GPU has no
+/// hardware engine.
+fn route_decoder(route: Route) -> Option<nvjpeg::HostDecoder> {
+    match nvjpeg::HostDecoder::new(route) {
+        Ok(d) => Some(d),
+        Err(e) if route == Route::Hardware => {
+            println!("no hardware decoder: {e}");
+            None
+        }
+        Err(e) => panic!("{route:?} nvJPEG decoder: {e}"),
+    }
+}
+
+/// The PSNR of `dec`'s decode of the photo against its CPU decode, after
+/// `what`.
+fn photo_psnr(
+    dec: &mut nvjpeg::HostDecoder,
+    route: Route,
+    (photo, want): (&[u8], &Image),
+    what: &str,
+) -> f64 {
+    let got = dec
+        .decode(photo)
+        .unwrap_or_else(|e| panic!("{route:?}: a photo no longer decodes after {what}: {e}"));
+    psnr(&got, want)
+}
+
 /// Every fuzzed file of the corpus that the pipeline would send to nvJPEG,
 /// through each route one image at a time: each decodes or fails with a
 /// typed error, and the device still decodes a photo correctly after them
@@ -390,20 +430,10 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
             "the corpus has no fuzz/",
         ));
     }
-    let photo = std::fs::read(&files(&common::sample_dir(), "cat")[0]).unwrap();
-    let mut want = Image::default();
-    let h = parse_header(&photo, DEFAULT_MAX_PIXELS).unwrap();
-    CpuDecoder::new(false)
-        .decode(&photo, &h, &mut want)
-        .unwrap();
+    let (photo, want) = cat_photo();
     for route in [Route::CudaDecoupled, Route::Hardware] {
-        let mut dec = match nvjpeg::HostDecoder::new(route) {
-            Ok(d) => d,
-            Err(e) if route == Route::Hardware => {
-                println!("no hardware decoder: {e}");
-                continue;
-            }
-            Err(e) => panic!("{route:?} nvJPEG decoder: {e}"),
+        let Some(mut dec) = route_decoder(route) else {
+            continue;
         };
         let (mut tried, mut decoded, mut large) = (0, 0, 0);
         // Each file named before it decodes, on stderr (unbuffered): a run
@@ -425,10 +455,7 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
             large += usize::from(h.pixels() >= 1_000_000);
             decoded += usize::from(dec.decode(&bytes).is_ok());
         }
-        let got = dec.decode(&photo).unwrap_or_else(|e| {
-            panic!("{route:?}: a photo no longer decodes after the fuzz corpus: {e}")
-        });
-        let p = psnr(&got, &want);
+        let p = photo_psnr(&mut dec, route, (&photo, &want), "the fuzz corpus");
         println!(
             "{route:?}: {tried} fuzzed files tried ({large} of >= 1 MP), {decoded} decoded; \
              photo afterwards {p:.1} dB"
@@ -436,6 +463,70 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
         assert!(
             p >= 35.0,
             "{route:?}: photo after the fuzz corpus at {p:.1} dB"
+        );
+    }
+    Ok(())
+}
+
+/// The pipeline's windows over every damaged file nvJPEG's routes take:
+/// `tricky/` and `fuzz/`, three windows each, made from gpufeed's header
+/// as the pipeline makes them (never from a decode, which a damaged file
+/// may fail), through the decoupled CUDA route and the engine. Each
+/// decodes or fails with a typed error, and a photo still decodes
+/// correctly afterwards. The window test above only tries files whose
+/// full decode succeeded, and the fuzz test above decodes whole frames;
+/// the whole corpus through the pipeline on CUDA, windows on damaged
+/// files among them, corrupted the heap inside nvJPEG's host phase on an
+/// H200 (session 59, 2026-11-30).
+fn nvjpeg_windows_survive_the_damaged_files() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
+    let mut damaged_files = files(&corpus, "tricky");
+    damaged_files.extend(files(&corpus, "fuzz"));
+    let (photo, want) = cat_photo();
+    let name_each = std::env::var("GPUFEED_TEST_NAME_FILES").as_deref() == Ok("1");
+    for route in [Route::CudaDecoupled, Route::Hardware] {
+        let Some(mut dec) = route_decoder(route) else {
+            continue;
+        };
+        let (mut tried, mut decoded) = (0, 0);
+        for f in &damaged_files {
+            let bytes = std::fs::read(f).unwrap();
+            let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
+                continue;
+            };
+            let (w, ht) = (h.width, h.height);
+            if !nvjpeg::takes(&h) || w < 8 || ht < 8 {
+                continue;
+            }
+            if name_each {
+                eprintln!("{route:?} windows of {} ({w}x{ht})", f.display());
+            }
+            for win in [
+                (w / 4, ht / 5, w / 2, ht / 2),
+                (w - w / 3, ht - ht / 3, w / 3, ht / 3),
+                (w / 7 + 1, 3, (w / 2 + 3).min(w - w / 7 - 1), ht - 5),
+            ] {
+                tried += 1;
+                match dec.decode_window(&bytes, win) {
+                    Ok(_) => decoded += 1,
+                    Err(e) if name_each => eprintln!("  {win:?}: {e}"),
+                    Err(_) => {}
+                }
+            }
+        }
+        let p = photo_psnr(&mut dec, route, (&photo, &want), "the damaged windows");
+        println!(
+            "{route:?}: {tried} windows of damaged files tried, {decoded} decoded; photo \
+             afterwards {p:.1} dB"
+        );
+        assert!(
+            tried > 0,
+            "{route:?}: no damaged file tried: is the corpus there?"
+        );
+        assert!(
+            p >= 35.0,
+            "{route:?}: photo after the damaged windows at {p:.1} dB"
         );
     }
     Ok(())

@@ -351,9 +351,8 @@ impl DecodeBench {
                             .enumerate()
                             .map(|(i, (_, j))| {
                                 let t0 = std::time::Instant::now();
-                                let pixels = u64::from(j.width) * u64::from(j.height);
                                 let lease = pool.take().and_then(|mut l| {
-                                    l.host(&j.bytes, pixels, None).ok().map(|()| l)
+                                    l.host(&j.bytes, (j.width, j.height), None).ok().map(|()| l)
                                 });
                                 (c * chunk + i, lease, t0.elapsed())
                             })

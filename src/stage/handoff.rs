@@ -341,9 +341,8 @@ impl WorkerDecode {
                 let Some(mut lease) = pool.take() else {
                     return Ok(None);
                 };
-                let pixels = u64::from(j.width) * u64::from(j.height);
                 let t0 = std::time::Instant::now();
-                lease.host(&j.bytes, pixels, roi)?;
+                lease.host(&j.bytes, (j.width, j.height), roi)?;
                 Ok(Some((Staged::Cuda(lease), t0.elapsed())))
             }
             WorkerDecodeKind::Off => Ok(None),
@@ -373,8 +372,12 @@ impl Jpeg {
     /// The window a crop-region decode asks for (issue 5, item 3), when it
     /// is smaller than the image: the draws' bounding box, padded so that
     /// its pixels decode as in a full decode
-    /// ([`crate::decode::nvjpeg::padded_window`]).
+    /// ([`crate::decode::nvjpeg::padded_window`]). None for progressive
+    /// images ([`crate::decode::nvjpeg::takes_window`]).
     pub(super) fn window(&self) -> Option<Roi> {
+        if !crate::decode::nvjpeg::takes_window(self.progressive) {
+            return None;
+        }
         crop_window(&self.params, (self.width, self.height), self.mcu)
     }
 }

@@ -251,6 +251,50 @@ fn baseline(h: &Handle, js: sys::nvjpegJpegStream_t) -> bool {
         && enc == sys::nvjpegJpegEncoding_t::NVJPEG_ENCODING_BASELINE_DCT
 }
 
+/// Whether nvJPEG read the frame parsed into `js` as `size`, the frame
+/// gpufeed's header parser read and sized the destination and `roi` from,
+/// with `roi` inside it; a typed error otherwise (the caller decodes the
+/// file on the CPU). nvJPEG writes the device phase's pixels at the
+/// destination's pitch for the frame it parsed: where a damaged file
+/// makes the two parsers disagree (two frame headers, say), a larger
+/// frame would be written past the image's place in the arena, over its
+/// neighbours. On an H200 (session 59, 2026-11-30) the check refused no
+/// photo and no tricky file. `GPUFEED_NVJPEG_CHECK_FRAME=0` leaves it out
+/// (a diagnostic).
+fn check_frame(
+    h: &Handle,
+    js: sys::nvjpegJpegStream_t,
+    size: (u32, u32),
+    roi: Option<Roi>,
+) -> Result<()> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var("GPUFEED_NVJPEG_CHECK_FRAME").as_deref() != Ok("0")) {
+        return Ok(());
+    }
+    let (mut w, mut hh): (std::ffi::c_uint, std::ffi::c_uint) = (0, 0);
+    let (pw, ph): (*mut std::ffi::c_uint, *mut std::ffi::c_uint) = (&mut w, &mut hh);
+    // `js` holds the stream parsed just before; both outputs live for the
+    // call.
+    call!(&h.lib, nvjpegJpegStreamGetFrameDimensions(js, pw, ph))?;
+    if (w, hh) != size {
+        return Err(Error::Device(format!(
+            "nvJPEG reads the frame as {w}x{hh}, the header as {}x{}",
+            size.0, size.1
+        )));
+    }
+    if let Some(r) = roi
+        && (r.w == 0
+            || r.h == 0
+            || u64::from(r.x) + u64::from(r.w) > u64::from(w)
+            || u64::from(r.y) + u64::from(r.h) > u64::from(hh))
+    {
+        return Err(Error::Device(format!(
+            "window {r:?} outside the {w}x{hh} frame"
+        )));
+    }
+    Ok(())
+}
+
 /// A decoupled decoder: CPU Huffman (`HYBRID`) with GPU Huffman
 /// (`GPU_HYBRID`) for large images. Its two halves may run on different
 /// threads, one after the other: [`host`](Self::host) on a pipeline
@@ -430,22 +474,24 @@ impl DecoupledDecoder {
     pub(crate) unsafe fn decode(
         &mut self,
         data: &[u8],
-        pixels: u64,
+        size: (u32, u32),
         dest: Dest,
         roi: Option<Roi>,
         stream: &CudaStream,
     ) -> Result<()> {
-        self.host(data, pixels, roi)?;
+        self.host(data, size, roi)?;
         // SAFETY: the caller's guarantees (# Safety) are device's.
         unsafe { self.device(dest, stream) }
     }
 
     /// The host phase of `data` (its window `roi`, or all of it), on this
     /// thread: parse, and Huffman decoding into a pinned buffer unless the
-    /// image is Huffman-decoded on the GPU. `pixels` (width × height of the
-    /// stored image) picks the Huffman decoder. A host phase that has no
-    /// device phase yet is dropped.
-    pub(crate) fn host(&mut self, data: &[u8], pixels: u64, roi: Option<Roi>) -> Result<()> {
+    /// image is Huffman-decoded on the GPU. `size` is the frame as
+    /// gpufeed's header parser read it, from which the caller sized the
+    /// destination and the window; its area picks the Huffman decoder. A
+    /// host phase that has no device phase yet is dropped.
+    pub(crate) fn host(&mut self, data: &[u8], size: (u32, u32), roi: Option<Roi>) -> Result<()> {
+        let pixels = u64::from(size.0) * u64::from(size.1);
         self.staged = None;
         self.last_gpu = false;
         // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
@@ -463,6 +509,7 @@ impl DecoupledDecoder {
             &h.lib,
             nvjpegJpegStreamParse(h.raw, data.as_ptr(), data.len(), 0, 0, js)
         )?;
+        check_frame(h, js, size, roi)?;
         self.params.set_roi(roi)?;
         let params = self.params.raw;
         let gpu = match &self.gpu_huffman {

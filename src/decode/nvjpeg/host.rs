@@ -77,7 +77,9 @@ impl HostDecoder {
     /// Decode only the window `(x, y, width, height)` (nvJPEG's ROI; the
     /// hardware engine and the decoupled CUDA route): the GPU tests compare
     /// it with a crop of the full decode. An error when the route, or this
-    /// nvJPEG, cannot decode the window.
+    /// nvJPEG, cannot decode the window. As in the pipeline, a progressive
+    /// image is decoded whole and the window cut from it (nvJPEG's windows
+    /// of a damaged progressive file corrupted its heap on an H200).
     pub fn decode_window(
         &mut self,
         data: &[u8],
@@ -108,7 +110,9 @@ impl HostDecoder {
         // (`super::window`), then cropped to `want` on the host.
         let size = (header.width, header.height);
         let mcu = super::mcu_size(&header);
+        let progressive = header.sof == crate::jpeg::SofKind::Progressive;
         let roi = want
+            .filter(|_| super::takes_window(progressive))
             .map(|r| super::padded_window(r, size, mcu))
             .filter(|r| self.route != Route::Hardware || super::engine_takes_window(*r, size, mcu));
         let (w, h) = roi.map_or(size, |r| (r.w, r.h));
@@ -155,7 +159,7 @@ impl HostDecoder {
                     Inner::Batched(dec) => {
                         dec.decode(&[data], &[dest], &[roi], stream.cu_stream().cast())
                     }
-                    Inner::Decoupled(dec) => dec.decode(data, header.pixels(), dest, roi, stream),
+                    Inner::Decoupled(dec) => dec.decode(data, size, dest, roi, stream),
                 }
             }?;
         }

@@ -51,7 +51,9 @@ pub use host::{HostDecoder, Route};
 pub(crate) use meter::{Kind, Ledger, Meter};
 pub(crate) use route::{Share, gpu_routable, hardware_draw};
 pub use route::{hardware_takes, takes};
-pub(crate) use window::{engine_takes as engine_takes_window, mcu_size, padded as padded_window};
+pub(crate) use window::{
+    engine_takes as engine_takes_window, mcu_size, padded as padded_window, takes_window,
+};
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};

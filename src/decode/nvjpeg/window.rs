@@ -55,6 +55,22 @@ pub(crate) fn engine_takes(roi: Roi, size: (u32, u32), mcu: (u32, u32)) -> bool 
     !aligned_edge(roi.x + roi.w, size.0, mcu.0) && !aligned_edge(roi.y + roi.h, size.1, mcu.1)
 }
 
+/// Whether nvJPEG is asked for a window of an image at all, or decodes it
+/// whole (the device stage then reads the window from the whole image).
+/// Not for progressive images. On an H200 (session 59, 2026-11-30)
+/// windows of a truncated progressive fuzz seed (`fuzz/libjpeg-turbo-seed-
+/// corpora/afl-testcases_jpeg_full_images/id:002424,...`, 4:2:0, its width
+/// fuzzed to 59,395) corrupted the heap inside the decoupled route's host
+/// phase (`nvjpegDecodeJpegHost`: glibc aborted, AddressSanitizer saw it
+/// write past a buffer), where its whole-frame decode fails cleanly; the
+/// whole corpus through the pipeline on CUDA died of it. The engine never
+/// takes progressive images, and a progressive image is Huffman-decoded
+/// whole on the CPU whatever the window, so the window saved only the
+/// GPU's inverse DCT and colour conversion outside it.
+pub(crate) fn takes_window(progressive: bool) -> bool {
+    !progressive
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -529,12 +529,11 @@ impl CudaEngine {
         let mut failed = Vec::new();
         for &k in ks {
             let j = &jobs[k];
-            let pixels = u64::from(j.width) * u64::from(j.height);
             let dest = Dest {
                 ptr: base + j.at as u64,
                 pitch: j.roi.map_or(j.width, |r| r.w) as usize * 3,
             };
-            dec.host(&j.bytes, pixels, j.roi)
+            dec.host(&j.bytes, (j.width, j.height), j.roi)
                 .and_then(|()| {
                     // SAFETY: the destination (the job's window, or the
                     // whole image) is inside the arena (checked by
