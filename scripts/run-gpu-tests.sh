@@ -617,6 +617,13 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step decode-bench 150 "$bin/gpufeed" decode-bench "$data" \
         --batch 256 --iters 20 --hardware-share 0,auto,1 --in-flight 1,6
       kernel_bench_steps
+      # The one test that needs photos/full, which `checks` does not carry:
+      # nvJPEG's GPU Huffman takes baseline files only, on a progressive
+      # photo of 1 MP or more (not run in session 59's `checks` call).
+      if [ -d "${GPUFEED_CORPUS:-/nonexistent}/photos/full" ]; then
+        GPUFEED_REQUIRE_NVJPEG=1 step nvjpeg-decode-full 60 "$bin/test-nvjpeg_decode" \
+          gpu_huffman_takes --nocapture
+      fi
       ;;
     dali)
       # DALI beside gpufeed, same call and files (issue 16, item 8). It
