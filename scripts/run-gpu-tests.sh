@@ -456,7 +456,10 @@ for phase in "${phases[@]}"; do
       # The automatic share with a slow trainer ends on the engine.
       GPUFEED_SHARE_LOG=1 step auto-share 60 "$bin/test-auto_share" gpu_ --nocapture
       # nvJPEG against the CPU decoder, crop windows, the mixed epoch.
-      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 \
+      # Each damaged file named before it decodes: in session 59 the
+      # windows of one corrupted nvJPEG's heap, and an abort names the
+      # last file tried.
+      GPUFEED_REQUIRE_NVJPEG=1 GPUFEED_REQUIRE_HW_JPEG=1 GPUFEED_TEST_NAME_FILES=1 \
         step nvjpeg-decode 240 "$bin/test-nvjpeg_decode" --test-threads=1 --nocapture
       step corpus 180 "$bin/test-corpus" whole_corpus --nocapture
       # Again with every nvJPEG image on CUDA: the workers' host phases.
