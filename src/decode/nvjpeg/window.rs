@@ -62,8 +62,9 @@ pub(crate) fn engine_takes(roi: Roi, size: (u32, u32), mcu: (u32, u32)) -> bool 
 /// corpora/afl-testcases_jpeg_full_images/id:002424,...`, 4:2:0, its width
 /// fuzzed to 59,395) corrupted the heap inside the decoupled route's host
 /// phase (`nvjpegDecodeJpegHost`: glibc aborted, AddressSanitizer saw it
-/// write past a buffer), where its whole-frame decode fails cleanly; the
-/// whole corpus through the pipeline on CUDA died of it. The engine never
+/// write past a buffer); whole-frame decodes of the fuzz corpus, this
+/// file among them, passed. The whole corpus through the pipeline on CUDA
+/// died of it. The engine never
 /// takes progressive images, and a progressive image is Huffman-decoded
 /// whole on the CPU whatever the window, so the window saved only the
 /// GPU's inverse DCT and colour conversion outside it.
