@@ -6,7 +6,10 @@
 //! turn: the batch thread collects them in the same order, so the next
 //! lane is the one most likely free, and every lane has worked (its
 //! buffers grown) within the first few requests, not whenever timing
-//! first picks it (tests/memory.rs: nothing grows after epoch 1).
+//! first picks it (tests/memory.rs: nothing grows after epoch 1). Where
+//! the lanes' buffers follow sizes they share, an idle lane grows as soon
+//! as another's call raised them ([`Tend`]), for pools whose lanes wait
+//! epochs for a call.
 
 use std::thread::JoinHandle;
 
@@ -179,6 +182,26 @@ impl Busy {
     }
 }
 
+/// `grow` an idle lane's state ([`Tend`]); false where that panicked, and
+/// the lane stops as after a call's panic (its state may be
+/// half-updated), its device work waited for. A lane that stopped leaves
+/// its state alone, so this is not called for it.
+fn grow_idle<S, Q, A>(
+    grow: fn(&mut S),
+    state: &mut S,
+    rescue: &Rescue<S, Q, A>,
+    lane: &str,
+) -> bool {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    if catch_unwind(AssertUnwindSafe(|| grow(state))).is_ok() {
+        return true;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| (rescue.settle)(state)));
+    // A library's only voice here, as for a call's panic.
+    eprintln!("gpufeed: {lane} stopped after a panic while growing its buffers");
+    false
+}
+
 /// A request and where its answer goes.
 type Work<Q, A> = (Q, Sender<A>);
 
@@ -208,6 +231,22 @@ impl<S, Q, A> Clone for Rescue<S, Q, A> {
             decline: self.decline.clone(),
         }
     }
+}
+
+/// How a pool's lanes keep their states grown to sizes they share, such
+/// as the scan kernels' buffers to the lanes' largest call
+/// (`prog_batch::Marks`): when a call changes the shared sizes' generation,
+/// every other lane grows its state between its calls, at once, instead of
+/// at its next call. A lane waited up to a few epochs for that call where
+/// a call is a batch and batches are few (`tests/memory.rs`: 4 calls an
+/// epoch on 6 lanes), so the decoders' memory grew for epochs (issue 16,
+/// item 5).
+pub(crate) struct Tend<S> {
+    /// The shared sizes' generation, read from a state.
+    pub(crate) generation: fn(&S) -> u64,
+    /// Grow a state to the shared sizes (on its lane's thread, between
+    /// calls; a failure is left for the next call to meet).
+    pub(crate) grow: fn(&mut S),
 }
 
 /// `n` threads, each owning one state, answering requests in the order a
@@ -303,21 +342,56 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
         S: Send + 'static,
         F: Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
     {
+        Lanes::tended(name, states, run, rescue, None)
+    }
+
+    /// [`new`](Self::new), the states kept grown to what they share by
+    /// `tend`.
+    pub(crate) fn tended<S, F>(
+        name: &str,
+        states: Vec<S>,
+        run: F,
+        rescue: Rescue<S, Q, A>,
+        tend: Option<Tend<S>>,
+    ) -> Result<Self>
+    where
+        S: Send + 'static,
+        F: Fn(&mut S, &mut Q) -> A + Send + Clone + 'static,
+    {
         use std::panic::{AssertUnwindSafe, catch_unwind};
         use std::sync::atomic::{AtomicBool, Ordering};
         let mut threads = Vec::with_capacity(states.len());
         let mut txs = Vec::with_capacity(states.len());
         let stopped: StopFlags = states.iter().map(|_| AtomicBool::new(false)).collect();
-        for (k, mut state) in states.into_iter().enumerate() {
+        // One signal pending at most per lane: signals sent while one waits
+        // ask for the same growth.
+        let (bells, rings): (Vec<_>, Vec<_>) = states.iter().map(|_| bounded::<()>(1)).unzip();
+        let bells: std::sync::Arc<[Sender<()>]> = bells.into();
+        for ((k, mut state), ring) in states.into_iter().enumerate().zip(rings) {
             let (tx, rx) = unbounded::<Work<Q, A>>();
             txs.push(tx);
             let (run, rescue, stopped) = (run.clone(), rescue.clone(), stopped.clone());
+            let (bells, tend) = (bells.clone(), tend.as_ref().map(|t| (t.generation, t.grow)));
             let lane = format!("{name}-{k}");
             let t = std::thread::Builder::new()
                 .name(lane.clone())
                 .spawn(move || {
                     let mut alive = true;
-                    while let Ok((mut q, reply)) = rx.recv() {
+                    loop {
+                        let work = match tend {
+                            None => rx.recv(),
+                            Some((_, grow)) => crossbeam_channel::select! {
+                                recv(rx) -> work => work,
+                                recv(ring) -> _ => {
+                                    if alive {
+                                        alive = grow_idle(grow, &mut state, &rescue, &lane);
+                                        stopped[k].store(!alive, Ordering::Release);
+                                    }
+                                    continue;
+                                }
+                            },
+                        };
+                        let Ok((mut q, reply)) = work else { break };
                         // Nobody waiting (an abandoned ticket) is fine.
                         if !alive {
                             // Sent before the pool saw this lane stop.
@@ -330,8 +404,18 @@ impl<Q: Send + 'static, A: Send + 'static> Lanes<Q, A> {
                         // only by `settle`, which waits on its stream, and
                         // the request only by `decline`, which hands its
                         // files back.
+                        let before = tend.map(|(generation, _)| generation(&state));
                         match catch_unwind(AssertUnwindSafe(|| run(&mut state, &mut q))) {
                             Ok(a) => {
+                                if let Some((generation, _)) = tend
+                                    && before != Some(generation(&state))
+                                {
+                                    for (j, bell) in bells.iter().enumerate() {
+                                        if j != k {
+                                            let _ = bell.try_send(());
+                                        }
+                                    }
+                                }
                                 let _ = reply.send(a);
                             }
                             Err(p) => {
@@ -467,199 +551,4 @@ impl<A> Ticket<A> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{Busy, Lanes, Rescue};
-
-    #[test]
-    fn busy_counts_the_union_of_overlapping_calls() {
-        use std::time::{Duration, Instant};
-        let b = Busy::default();
-        assert_eq!(b.take(), (Duration::ZERO, 0));
-        let start = Instant::now();
-        b.enter(3);
-        b.enter(2);
-        std::thread::sleep(Duration::from_millis(20));
-        b.exit();
-        std::thread::sleep(Duration::from_millis(20));
-        let t0 = Instant::now();
-        let (mid, items) = b.take();
-        let whole = start.elapsed();
-        assert_eq!(items, 5);
-        // One call or the other covered both sleeps: counted once (the
-        // union), never as the two calls' summed time.
-        assert!(mid >= Duration::from_millis(40), "{mid:?}");
-        assert!(mid <= whole, "{mid:?} > {whole:?}");
-        b.exit();
-        let gap = t0.elapsed();
-        std::thread::sleep(Duration::from_millis(20));
-        // Idle time after the last call is not counted.
-        let (idle, items) = b.take();
-        assert_eq!(items, 0);
-        assert!(idle <= gap, "{idle:?} > {gap:?}");
-    }
-
-    /// A rescue whose wait succeeds where `settles`, declining `q` as
-    /// `q + 1000`.
-    fn rescue(settles: bool) -> Rescue<u32, u32, u32> {
-        Rescue {
-            settle: if settles { |_| true } else { |_| false },
-            decline: std::sync::Arc::new(|q| q + 1000),
-        }
-    }
-
-    #[test]
-    fn a_panicking_call_is_declined_and_its_lane_stops() {
-        let lanes = Lanes::new(
-            "test",
-            vec![0u32, 100],
-            |s: &mut u32, q: &mut u32| {
-                assert!(*q != 7, "lane panics on 7");
-                *s += 1;
-                *q * 2
-            },
-            rescue(true),
-        )
-        .unwrap();
-        let mut tickets: Vec<_> = (0..20)
-            .filter(|&q| q != 7)
-            .map(|q| lanes.submit(q))
-            .collect();
-        let rescued = lanes.submit(7);
-        assert_eq!(rescued.wait(), Some(1007));
-        assert_eq!(lanes.stopped(), 1);
-        let mut first = tickets.remove(0);
-        while !first.ready() {
-            std::thread::yield_now();
-        }
-        assert_eq!(first.wait(), Some(0));
-        // Requests queued on the stopped lane before it stopped are
-        // declined there; the rest go to the other lane. None is lost.
-        for (q, t) in (1..20).filter(|&q| q != 7).zip(tickets) {
-            let got = t.wait().unwrap();
-            assert!(got == q * 2 || got == q + 1000, "{q}: {got}");
-        }
-        let after: Vec<_> = (20..30).map(|q| lanes.submit(q).wait()).collect();
-        assert_eq!(after, (20..30).map(|q| Some(q * 2)).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn with_every_lane_stopped_requests_are_declined() {
-        let lanes = Lanes::new(
-            "test",
-            vec![0u32, 0],
-            |_: &mut u32, q: &mut u32| -> u32 { panic!("lane panics on {q}") },
-            rescue(true),
-        )
-        .unwrap();
-        let got: Vec<_> = (0..6).map(|q| lanes.submit(q).wait()).collect();
-        assert_eq!(got, (0..6).map(|q| Some(q + 1000)).collect::<Vec<_>>());
-        assert_eq!(lanes.stopped(), 2);
-        let mut turn = 0;
-        assert_eq!(lanes.submit_among(9, 1..2, &mut turn).wait(), Some(1009));
-    }
-
-    #[test]
-    fn a_lane_set_is_live_while_one_of_its_lanes_is() {
-        let lanes = Lanes::new(
-            "test",
-            vec![0u32; 4],
-            |_: &mut u32, q: &mut u32| -> u32 {
-                assert!(*q < 100, "lane panics on {q}");
-                *q
-            },
-            rescue(true),
-        )
-        .unwrap();
-        let (all, low) = (
-            super::LaneSet::all(lanes.stop_flags()),
-            super::LaneSet::new(lanes.stop_flags(), 0..2),
-        );
-        let high = super::LaneSet::new(lanes.stop_flags(), 2..4);
-        assert!(all.any_live() && low.any_live() && high.any_live());
-        let mut turn = 0;
-        for q in [100, 101] {
-            assert_eq!(
-                lanes.submit_among(q, 0..2, &mut turn).wait(),
-                Some(q + 1000)
-            );
-        }
-        // Lanes 0 and 1 stopped: their set is dead, the others live.
-        assert!(!low.any_live());
-        assert!(all.any_live() && high.any_live());
-        // A range past the pool holds no live lane.
-        assert!(!super::LaneSet::new(lanes.stop_flags(), 4..6).any_live());
-    }
-
-    #[test]
-    fn an_unsettled_lane_answers_nothing() {
-        let lanes = Lanes::new(
-            "test",
-            vec![0u32],
-            |_: &mut u32, q: &mut u32| -> u32 { panic!("lane panics on {q}") },
-            rescue(false),
-        )
-        .unwrap();
-        // The device may still write where the files would go: no answer,
-        // and the caller fails those files with an error.
-        assert_eq!(lanes.submit(1).wait(), None);
-        assert_eq!(lanes.stopped(), 1);
-    }
-
-    #[test]
-    fn a_panicking_call_leaves_the_busy_measure() {
-        let busy = std::sync::Arc::new(Busy::default());
-        let run = super::counted(
-            |_: &mut u32, q: &mut Vec<u32>| -> u32 {
-                assert!(q.is_empty(), "panics");
-                0
-            },
-            busy.clone(),
-            Vec::len,
-        );
-        let lanes = Lanes::new(
-            "test",
-            vec![0u32],
-            run,
-            Rescue {
-                settle: |_| true,
-                decline: std::sync::Arc::new(|_| 1),
-            },
-        )
-        .unwrap();
-        assert_eq!(lanes.submit(vec![3]).wait(), Some(1));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        // No call is under way: the busy time stops growing.
-        let (_, items) = busy.take();
-        assert_eq!(items, 1);
-        let t = busy.total();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert_eq!(busy.total(), t);
-    }
-
-    #[test]
-    fn a_kind_of_request_keeps_to_its_lanes() {
-        // Each lane answers with its own index.
-        let lanes = Lanes::new(
-            "test",
-            vec![0usize, 1, 2, 3, 4],
-            |s: &mut usize, _q: &mut ()| *s,
-            Rescue {
-                settle: |_| true,
-                decline: std::sync::Arc::new(|()| usize::MAX),
-            },
-        )
-        .unwrap();
-        let (mut a, mut b) = (0, 0);
-        let got = |among: std::ops::Range<usize>, turn: &mut usize| {
-            (0..6)
-                .map(|_| lanes.submit_among((), among.clone(), turn).wait().unwrap())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(got(0..2, &mut a), [0, 1, 0, 1, 0, 1]);
-        assert_eq!(got(2..5, &mut b), [2, 3, 4, 2, 3, 4]);
-        // Ranges past the pool fall back on its lanes, never panic.
-        let (mut c, mut d) = (0, 0);
-        assert_eq!(got(7..9, &mut c), [4, 0, 4, 0, 4, 0]);
-        assert_eq!(got(3..3, &mut d), [3, 3, 3, 3, 3, 3]);
-    }
-}
+mod tests;

@@ -22,7 +22,8 @@ use crate::error::{Error, Result, SampleError};
 use crate::jpeg::scans::Plan;
 
 mod marks;
-pub(crate) use marks::{Marks, Parts};
+mod tend;
+pub(crate) use marks::{Marks, OTHERS, Parts, STAGING};
 
 /// The host side of one batch: every descriptor, with the device
 /// addresses of its parts laid out from bases the caller gives.
@@ -170,16 +171,7 @@ impl Staging {
         if let Some(e) = self.copied.take() {
             e.synchronize().map_err(Error::cuda("staging event"))?;
         }
-        let have = self.buf.as_ref().map_or(0, |b| b.len());
-        let len = staging_len(have, bytes, room);
-        if len != have {
-            self.buf = None;
-            // SAFETY: u8 has no invalid values, and only the bytes packed
-            // below are ever read (by the copy to the device).
-            let buf = unsafe { ctx.alloc_pinned::<u8>(len) }
-                .map_err(Error::cuda("allocate pinned staging"))?;
-            self.buf = Some(buf);
-        }
+        self.reserve(ctx, staging_len(self.bytes(), bytes, room))?;
         let host = self
             .buf
             .as_mut()
@@ -188,6 +180,23 @@ impl Staging {
             .map_err(Error::cuda("pinned staging"))?;
         pack(host, files);
         Ok(&host[..bytes])
+    }
+
+    /// Grow to `len` bytes where smaller, once no copy reads the buffer.
+    fn reserve(&mut self, ctx: &Arc<CudaContext>, len: usize) -> Result<()> {
+        if len <= self.bytes() {
+            return Ok(());
+        }
+        if let Some(e) = self.copied.take() {
+            e.synchronize().map_err(Error::cuda("staging event"))?;
+        }
+        self.buf = None;
+        // SAFETY: u8 has no invalid values, and only bytes packed there are
+        // ever read (by the copies to the device).
+        let buf = unsafe { ctx.alloc_pinned::<u8>(len) }
+            .map_err(Error::cuda("allocate pinned staging"))?;
+        self.buf = Some(buf);
+        Ok(())
     }
 
     fn bytes(&self) -> usize {
@@ -205,17 +214,17 @@ impl Drop for Staging {
 }
 
 /// The length a lane's page-locked staging of `have` bytes grows to for a
-/// part that packs `bytes` ([`Staging`]): to twice itself at least,
-/// within `room` (the lanes' mark for the files' bytes), so that parts a
-/// little larger than any before grow it once; unchanged where `bytes`
-/// fit, or are none (every file of the part was read into page-locked
-/// blocks). The emulated lanes count their staging by it too
+/// part that packs `bytes` ([`Staging`]): to twice `bytes`, within `room`
+/// (the lanes' mark for the files' bytes), so that it grows in the first
+/// calls, as the [`Marks`] do, not at a record call later; unchanged
+/// where `bytes` fit, or are none (every file of the part was read into
+/// page-locked blocks). The emulated lanes count their staging by it too
 /// (`stage/emu.rs`).
 pub(crate) fn staging_len(have: usize, bytes: usize, room: usize) -> usize {
     if bytes <= have {
         return have;
     }
-    bytes.max(have.saturating_mul(2).min(room))
+    bytes.max(bytes.saturating_mul(2).min(room))
 }
 
 /// One copy of a batch's files to the device buffer, where they lie one

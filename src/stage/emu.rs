@@ -262,6 +262,34 @@ pub(super) struct EmuProgLane {
     pub(super) calls: usize,
 }
 
+impl EmuProgLane {
+    /// Hold `held` (device, page-locked) bytes for the kernels' buffers,
+    /// counting what grew. The ledgers have no limit: the charges always
+    /// go through.
+    fn hold(&mut self, held: (usize, usize)) {
+        use crate::decode::nvjpeg::Kind;
+        let held = (held.0.max(self.held.0), held.1.max(self.held.1));
+        let _ = self
+            .kernels
+            .charge(Kind::Device, (held.0 - self.held.0) as u64);
+        let _ = self
+            .ledger
+            .charge(Kind::Pinned, (held.1 - self.held.1) as u64);
+        self.held = held;
+    }
+}
+
+/// Grow an idle lane's buffers to the lanes' marks, as a CUDA lane's
+/// `Buffers::tend` does (`cuda::lanes::Tend`): the files' buffers and the
+/// staging, the two this lane counts.
+pub(super) fn emu_tend(lane: &mut EmuProgLane) {
+    let (sizes, others) = lane.marks.current();
+    lane.hold((
+        crate::cuda::prog_batch::Marks::held(sizes),
+        others[crate::cuda::prog_batch::STAGING],
+    ));
+}
+
 /// Per job: decoded by the kernels (`true`) or, refused by them, by the
 /// lane's CPU decoder (`false`); an error where that failed too.
 pub(super) type EmuProgReply = Vec<std::result::Result<bool, SampleError>>;
@@ -307,11 +335,9 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
     }
     // Charged as the CUDA lane charges its buffers' growth (no driver
     // allocation counted: those are nvJPEG's, `Stats::decoder_allocations`).
-    // The ledgers have no limit: the charges always go through. The
-    // files' buffers are the marks' (`Marks::held`); the staging grows
+    // The files' buffers are the marks' (`Marks::held`); the staging grows
     // part by part to the files not read into page-locked blocks, by the
     // CUDA lane's rule (`prog_batch::staging_len`).
-    use crate::decode::nvjpeg::Kind;
     let staging = parts.calls.iter().fold(lane.held.1, |have, r| {
         let staged = at[r.clone()]
             .iter()
@@ -328,14 +354,10 @@ pub(super) fn emu_progressive(lane: &mut EmuProgLane, jobs: &mut [EmuJob]) -> Em
     } else {
         crate::cuda::prog_batch::Marks::held(parts.grow).max(lane.held.0)
     };
-    let held = (device, staging);
-    let _ = lane
-        .kernels
-        .charge(Kind::Device, (held.0 - lane.held.0) as u64);
-    let _ = lane
-        .ledger
-        .charge(Kind::Pinned, (held.1 - lane.held.1) as u64);
-    lane.held = held;
+    let mut noted = [0; crate::cuda::prog_batch::OTHERS];
+    noted[crate::cuda::prog_batch::STAGING] = staging;
+    lane.marks.note(noted);
+    lane.hold((device, staging));
     let mut reply = Vec::with_capacity(planned.len());
     for (j, p) in planned {
         reply.push(decode_progressive(lane, j, p));

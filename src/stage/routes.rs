@@ -276,7 +276,7 @@ pub(super) fn make(
                         ledgers.progressive_busy.clone(),
                         Vec::len,
                     );
-                    Some(crate::cuda::lanes::Lanes::new(
+                    Some(crate::cuda::lanes::Lanes::tended(
                         "gpufeed-emu-progressive",
                         states,
                         run,
@@ -284,6 +284,10 @@ pub(super) fn make(
                             cfg.cpu_backend,
                             super::emu::emu_progressive_declined,
                         ),
+                        Some(crate::cuda::lanes::Tend {
+                            generation: |l: &super::emu::EmuProgLane| l.marks.generation(),
+                            grow: super::emu::emu_tend,
+                        }),
                     )?)
                 } else {
                     None

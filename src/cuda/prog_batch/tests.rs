@@ -117,17 +117,48 @@ fn a_batch_through_the_lane_layout_equals_each_file_alone() {
 }
 
 /// The lanes' shared marks: a call under them is raised to them, one
-/// over them moves them to itself or to twice them, whichever is more,
-/// so that calls a little larger than any before grow the buffers once,
-/// not at each new record.
+/// over them moves them to twice itself, from the first call on, so that
+/// the buffers grow in the first calls and a later call passes them only
+/// where it is more than twice every call before. Each rise, and only a
+/// rise, changes the generation (the idle lanes' cue to grow).
 #[test]
-fn marks_grow_to_twice_at_least_and_raise_smaller_calls() {
+fn marks_grow_to_twice_the_call_and_raise_smaller_calls() {
     let m = Marks::default();
-    assert_eq!(m.raise([100, 10]), [100, 10]);
-    assert_eq!(m.raise([50, 5]), [100, 10], "raised to the marks");
-    assert_eq!(m.raise([120, 10]), [200, 10], "twice the mark");
-    assert_eq!(m.raise([150, 35]), [200, 35], "the call, more than twice");
-    assert_eq!(m.raise([0, 0]), [200, 35]);
+    let g0 = m.generation();
+    assert_eq!(m.raise([100, 10]), [200, 20], "twice the first call");
+    let g1 = m.generation();
+    assert_ne!(g0, g1);
+    assert_eq!(m.raise([50, 5]), [200, 20], "raised to the marks");
+    assert_eq!(m.raise([190, 20]), [200, 20], "within the marks");
+    assert_eq!(m.generation(), g1, "nothing rose");
+    assert_eq!(m.raise([210, 20]), [420, 20], "twice the call");
+    assert_eq!(m.raise([0, 35]), [420, 70]);
+    assert_ne!(m.generation(), g1);
+}
+
+/// The other buffers' marks ([`Marks::note`]) rise to the largest any lane
+/// noted, each on its own, and a rise changes the generation.
+#[test]
+fn noted_buffers_rise_to_the_largest() {
+    let m = Marks::default();
+    let g = m.generation();
+    let mut a = [0; super::OTHERS];
+    a[0] = 5;
+    a[3] = 7;
+    m.note(a);
+    let g1 = m.generation();
+    assert_ne!(g, g1);
+    let mut b = [0; super::OTHERS];
+    b[0] = 3;
+    b[8] = 1;
+    m.note(b);
+    let (sizes, others) = m.current();
+    assert_eq!(sizes, [0, 0]);
+    assert_eq!((others[0], others[3], others[8]), (5, 7, 1));
+    let g2 = m.generation();
+    assert_ne!(g1, g2);
+    m.note(a);
+    assert_eq!(m.generation(), g2, "nothing rose");
 }
 
 /// Without a bound a call is one part, its marks raised as `raise` does.
@@ -137,8 +168,9 @@ fn unbounded_marks_keep_a_call_whole() {
     let p = m.parts(&[[10, 1], [20, 2], [30, 3]]);
     assert_eq!(p.calls, vec![0..3]);
     assert!(p.refused.is_empty());
-    assert_eq!(p.grow, [60, 6]);
-    assert_eq!(m.parts(&[[70, 1]]).grow, [120, 6], "twice the mark");
+    assert_eq!(p.grow, [120, 12]);
+    assert_eq!(m.parts(&[[70, 1]]).grow, [120, 12], "within the marks");
+    assert_eq!(m.parts(&[[130, 1]]).grow, [260, 12], "twice the call");
 }
 
 /// With a bound (`PipelineBuilder::kernel_memory_limit`, issue 16 item
@@ -182,8 +214,8 @@ fn bounded_marks_cut_calls_and_stay_within_the_bound() {
     }
 }
 
-/// The staging grows to a part's bytes, twice itself at least within the
-/// room the marks give, and never for a part that fits or has nothing to
+/// The staging grows to twice a part's bytes, within the room the marks
+/// give, and never for a part that fits or has nothing to
 /// pack; the emulated lanes count theirs by the same rule.
 #[test]
 fn staging_grows_to_twice_within_the_room() {
@@ -192,8 +224,8 @@ fn staging_grows_to_twice_within_the_room() {
         0,
         "all read into page-locked blocks"
     );
-    assert_eq!(staging_len(0, 10, 100), 10);
-    assert_eq!(staging_len(10, 15, 100), 20, "twice");
+    assert_eq!(staging_len(0, 10, 100), 20, "twice");
+    assert_eq!(staging_len(10, 15, 100), 30, "twice");
     assert_eq!(staging_len(10, 15, 12), 15, "twice passes the room");
     assert_eq!(staging_len(60, 70, 100), 100, "twice, cut to the room");
     assert_eq!(staging_len(20, 15, 100), 20, "fits");

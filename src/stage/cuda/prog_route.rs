@@ -107,7 +107,35 @@ pub(super) fn lanes(
     let run = crate::cuda::lanes::observed_as(run, observe, crate::cuda::lanes::PROGRESSIVE_CALL);
     let busy = ledgers.progressive_busy.clone();
     let run = crate::cuda::lanes::counted(run, busy, Vec::len);
-    Lanes::new("gpufeed-progressive", states, run, rescue())
+    let tend = crate::cuda::lanes::Tend {
+        generation: |l: &ProgLane| l.buffers.generation(),
+        grow: |l: &mut ProgLane| {
+            // A growth that fails (out of memory) is met again, and
+            // reported, by the lane's next call.
+            let _ = l.buffers.tend();
+            l.count();
+        },
+    };
+    Lanes::tended("gpufeed-progressive", states, run, rescue(), Some(tend))
+}
+
+impl ProgLane {
+    /// Count what the buffers grew to since last counted. Buffers only
+    /// grow; a refused charge (past the ledger's limit) leaves them
+    /// uncounted until the next growth.
+    fn count(&mut self) {
+        let grown = |ledger: &Ledger, kind, now: usize, counted: &mut usize| {
+            if now > *counted && ledger.charge(kind, (now - *counted) as u64) {
+                *counted = now;
+            }
+        };
+        let b = &self.buffers;
+        let files = b.file_bytes();
+        let [descriptors, counted_files, staging] = &mut self.counted;
+        grown(&self.ledger, Kind::Device, b.bytes() - files, descriptors);
+        grown(&self.kernels, Kind::Device, files, counted_files);
+        grown(&self.ledger, Kind::Pinned, b.pinned_bytes(), staging);
+    }
 }
 
 /// After a lane's call panicked: its stream's work done, nothing taken, so
@@ -139,19 +167,9 @@ fn run_lane(lane: &mut ProgLane, jobs: &mut [ProgJob]) -> ProgReply {
         for k in decode(lane, jobs, &ks, &plans) {
             taken[k] = true;
         }
-        // Buffers only grow; a refused charge (past the ledger's limit)
-        // leaves them uncounted until the next growth.
-        let grown = |ledger: &Ledger, kind, now: usize, counted: &mut usize| {
-            if now > *counted && ledger.charge(kind, (now - *counted) as u64) {
-                *counted = now;
-            }
-        };
-        let b = &lane.buffers;
-        let files = b.file_bytes();
-        let [descriptors, counted_files, staging] = &mut lane.counted;
-        grown(&lane.ledger, Kind::Device, b.bytes() - files, descriptors);
-        grown(&lane.kernels, Kind::Device, files, counted_files);
-        grown(&lane.ledger, Kind::Pinned, b.pinned_bytes(), staging);
+        // For the idle lanes to grow to (`cuda::lanes::Tend`).
+        lane.buffers.note();
+        lane.count();
     }
     ProgReply {
         bytes: jobs
