@@ -560,8 +560,9 @@ impl PipelineBuilder {
     /// Bytes of device memory the scan kernels' lanes (see
     /// [`sequential_kernels`](Self::sequential_kernels)) may hold for their
     /// calls' files, coefficients and samples, all lanes together (CUDA
-    /// backend). Each lane's buffers grow to the largest call met by any
-    /// lane, to twice that where the limit allows, and stay; with a limit,
+    /// backend). Every lane's buffers grow to twice the largest call met
+    /// by any lane where the limit allows (else to that call), from the
+    /// first calls on, and stay; with a limit,
     /// each lane has `bytes / lanes`, a call larger than that decodes in
     /// parts one after another, and a file larger alone decodes as the
     /// kernels' refusals do (nvJPEG, else the CPU): a low limit costs
