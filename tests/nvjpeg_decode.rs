@@ -28,6 +28,8 @@ common::tests!(
     nvjpeg_routes_survive_the_fuzz_corpus,
     nvjpeg_windows_survive_the_damaged_files,
     damaged_files_are_told_apart,
+    incomplete_files_are_told_apart,
+    the_cuda_route_leaves_incomplete_files_to_the_cpu,
     nvjpeg_route_is_independent_of_thread_counts,
     gpu_huffman_takes_baseline_files_only,
 );
@@ -61,6 +63,13 @@ fn files(corpus: &Path, sub: &str) -> Vec<PathBuf> {
         }
     }
     out.sort();
+    out
+}
+
+/// The corpus's damaged and odd files: `tricky/`, then `fuzz/`.
+fn tricky_and_fuzz(corpus: &Path) -> Vec<PathBuf> {
+    let mut out = files(corpus, "tricky");
+    out.extend(files(corpus, "fuzz"));
     out
 }
 
@@ -477,12 +486,13 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
 /// full decode succeeded, and the fuzz test above decodes whole frames;
 /// the whole corpus through the pipeline on CUDA, windows on damaged
 /// files among them, corrupted the heap inside nvJPEG's host phase on an
-/// H200 (session 59, 2026-11-30).
+/// H200 (session 59, 2026-11-30). Since session 60 the decoupled route
+/// refuses files that are not complete (the test after the next), so
+/// the windows it decodes here are of complete damaged files.
 fn nvjpeg_windows_survive_the_damaged_files() -> Outcome {
     need_gpu()?;
     let corpus = common::corpus()?;
-    let mut damaged_files = files(&corpus, "tricky");
-    damaged_files.extend(files(&corpus, "fuzz"));
+    let damaged_files = tricky_and_fuzz(&corpus);
     let (photo, want) = cat_photo();
     let name_each = std::env::var("GPUFEED_TEST_NAME_FILES").as_deref() == Ok("1");
     for route in [Route::CudaDecoupled, Route::Hardware] {
@@ -568,6 +578,83 @@ fn damaged_files_are_told_apart() -> Outcome {
         let bytes = std::fs::read(&f).unwrap();
         assert!(!damaged(&f, &bytes), "{} found damaged", f.display());
     }
+    Ok(())
+}
+
+/// The two files that broke nvJPEG's CUDA route on an H200 (session 59):
+/// a truncated progressive seed whose window corrupted the heap in the
+/// host phase, and a seed whose scan is followed by a segment longer than
+/// the file, on which GPU Huffman hung.
+const BROKE_NVJPEG: [&str; 2] = [
+    "fuzz/libjpeg-turbo-seed-corpora/afl-testcases_jpeg_full_images/id:002424,src:001504,op:int16,pos:155,val:+1000.jpg",
+    "fuzz/libjpeg-turbo-seed-corpora/afl-testcases_jpeg_turbo_full_images/id:001434,src:000336,op:havoc,rep:2,+cov.jpg",
+];
+
+/// `gpufeed::jpeg::complete` on the corpus, on the CPU: the files that
+/// broke nvJPEG's CUDA route are not complete, every photo is (so the
+/// route's check sends no photo to the CPU).
+fn incomplete_files_are_told_apart() -> Outcome {
+    let corpus = common::corpus()?;
+    if !corpus.join("fuzz").is_dir() {
+        // A trimmed corpus (a second transfer to a GPU box).
+        return Err(common::not_run(
+            "GPUFEED_REQUIRE_CORPUS",
+            "the corpus has no fuzz/",
+        ));
+    }
+    for rel in BROKE_NVJPEG {
+        let bytes = std::fs::read(corpus.join(rel)).unwrap();
+        assert!(!gpufeed::jpeg::complete(&bytes), "{rel} found complete");
+    }
+    let photos = files(&corpus, "photos");
+    assert!(!photos.is_empty());
+    for f in photos {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            gpufeed::jpeg::complete(&bytes),
+            "{} incomplete",
+            f.display()
+        );
+    }
+    Ok(())
+}
+
+/// The decoupled CUDA route (the pipeline's, on the workers and the batch
+/// thread) refuses every damaged file that is not complete before nvJPEG
+/// parses it, with a typed error (the pipeline then decodes it on the
+/// CPU), and decodes a photo correctly afterwards.
+fn the_cuda_route_leaves_incomplete_files_to_the_cpu() -> Outcome {
+    need_gpu()?;
+    let corpus = common::corpus()?;
+    let damaged_files = tricky_and_fuzz(&corpus);
+    let (photo, want) = cat_photo();
+    let mut dec = route_decoder(Route::CudaDecoupled).expect("the decoupled route");
+    let mut refused = 0;
+    for f in &damaged_files {
+        let bytes = std::fs::read(f).unwrap();
+        let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
+            continue;
+        };
+        if !nvjpeg::takes(&h) || gpufeed::jpeg::complete(&bytes) {
+            continue;
+        }
+        match dec.decode(&bytes) {
+            Err(e) if e.to_string().contains("incomplete JPEG") => refused += 1,
+            other => panic!("{}: {:?}", f.display(), other.map(|i| (i.width, i.height))),
+        }
+    }
+    let p = photo_psnr(
+        &mut dec,
+        Route::CudaDecoupled,
+        (&photo, &want),
+        "the refusals",
+    );
+    println!("{refused} incomplete damaged files refused; photo afterwards {p:.1} dB");
+    assert!(
+        refused > 0,
+        "no incomplete file tried: is the corpus there?"
+    );
+    assert!(p >= 35.0, "photo after the refusals at {p:.1} dB");
     Ok(())
 }
 

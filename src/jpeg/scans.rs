@@ -21,7 +21,7 @@ use crate::error::SampleError;
 pub(crate) const MAX_SCANS: usize = 500;
 
 /// Marker segments read before giving up on a file.
-const MAX_SEGMENTS: usize = 10_000;
+pub(super) const MAX_SEGMENTS: usize = 10_000;
 
 /// Distinct Huffman tables a plan's scans may use; past it the file is a
 /// CPU one. The corpus's files use at most 16 (`tests/data`,
@@ -352,7 +352,7 @@ fn frame(seg: &[u8], max_pixels: u64) -> Result<(u32, u32, Vec<Component>), Samp
 /// Where the entropy-coded segment starting at `from` ends: at the first
 /// marker that is not a restart marker (its first 0xFF, fill bytes
 /// included), or at the end of the data.
-fn segment_end(data: &[u8], from: usize) -> usize {
+pub(super) fn segment_end(data: &[u8], from: usize) -> usize {
     let mut i = from;
     while i < data.len() {
         i = next_ff(data, i);

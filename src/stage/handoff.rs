@@ -347,6 +347,14 @@ impl WorkerDecode {
             }
             WorkerDecodeKind::Off => Ok(None),
             WorkerDecodeKind::Emu => {
+                // As the decoupled decoder refuses it on CUDA
+                // (`DecoupledDecoder::host`), so that the routes' counts
+                // are the same.
+                if !crate::jpeg::complete(&j.bytes) {
+                    return Err(crate::error::Error::Device(
+                        "an incomplete JPEG: decoded on the CPU".into(),
+                    ));
+                }
                 let t0 = std::time::Instant::now();
                 decode_on_cpu(&j.bytes, (j.width, j.height), cpu, img)
                     .map_err(|e| crate::error::Error::Device(e.to_string()))?;

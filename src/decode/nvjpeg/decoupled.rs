@@ -472,7 +472,9 @@ impl DecoupledDecoder {
 
     /// The host phase of `data` (its window `roi`, or all of it), on this
     /// thread: parse, and Huffman decoding into a pinned buffer unless the
-    /// image is Huffman-decoded on the GPU. `size` is the frame as
+    /// image is Huffman-decoded on the GPU. A file that is not
+    /// [complete](crate::jpeg::complete) is refused first (the callers
+    /// decode what this refuses on the CPU). `size` is the frame as
     /// gpufeed's header parser read it, from which the caller sized the
     /// destination and the window; its area picks the Huffman decoder. A
     /// host phase that has no device phase yet is dropped.
@@ -480,6 +482,11 @@ impl DecoupledDecoder {
         let pixels = u64::from(size.0) * u64::from(size.1);
         self.staged = None;
         self.last_gpu = false;
+        if !crate::jpeg::complete(data) {
+            return Err(Error::Device(
+                "an incomplete JPEG (no EOI, or a segment past its end): decoded on the CPU".into(),
+            ));
+        }
         // nvJPEG grows the pinned buffer here (cudaHostAlloc): the
         // allocation must land in this decoder's context, whatever thread
         // this is.
