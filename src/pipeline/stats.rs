@@ -115,7 +115,9 @@ pub struct Stats {
     /// nvJPEG-route images that nvJPEG refused, decoded on the CPU: by the
     /// worker whose host phase failed, or by the device stage and uploaded
     /// (the emulated device counts its batch thread's decodes here and
-    /// what its workers decoded as CUDA).
+    /// what its workers decoded as CUDA). The CUDA route refuses files
+    /// that are not [complete](crate::jpeg::complete) before nvJPEG sees
+    /// them; they count here too.
     pub decoded_cpu_fallback: u64,
     /// JPEGs the CPU decoder decoded only part of: the columns the draws
     /// read, with an MCU to spare, from their top row down (libjpeg-turbo
