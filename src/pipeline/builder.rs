@@ -568,10 +568,13 @@ impl PipelineBuilder {
     /// kernels' refusals do (nvJPEG, else the CPU): a low limit costs
     /// speed, not samples.
     /// [`Pipeline::memory`](crate::Pipeline::memory) reports what they
-    /// hold (`kernel_device_bytes`). Default: no limit (on an H200 with 6
+    /// hold (`kernel_device_bytes`). Default: a quarter of the device's
+    /// memory (`u64::MAX` asks for the default). On an H200 with 6
     /// batches in flight they held 3.1 GiB on `photos/imagenet-size` at
-    /// batch 256, 2026-11-30, docs/BENCHMARKS.md). At least 1 MiB; ignored
-    /// by the CPU backend and without the scan kernels.
+    /// batch 256 (2026-11-30, docs/BENCHMARKS.md), far under it; without
+    /// a bound, 256 photos of 12 MP a call would have the lanes ask for
+    /// more than an H100 has. At least 1 MiB; ignored by the CPU backend,
+    /// the emulated device (no bound) and without the scan kernels.
     pub fn kernel_memory_limit(mut self, bytes: u64) -> Self {
         self.kernel_memory = bytes;
         self

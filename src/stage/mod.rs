@@ -73,6 +73,10 @@ pub(crate) use emu::EmuDevice;
 use emu::emu_alloc;
 pub(crate) use jpeg::{Arena, Group};
 pub use slot::Memory;
+
+/// The scan kernels' lanes may hold this fraction (1 / n) of the device's
+/// memory by default (`PipelineBuilder::kernel_memory_limit`).
+const KERNEL_MEMORY_SHARE: u64 = 4;
 pub(crate) use slot::{Slot, SlotHome};
 use slot::{SlotMem, StagingLayout};
 
@@ -190,7 +194,18 @@ impl DeviceStage {
         } else {
             Share::fixed(cfg.hardware_share)
         });
-        let ledgers = routes::Ledgers::new(cfg.decoder_memory, cfg.kernel_memory);
+        let kernel_memory = match &engine {
+            // The default (`PipelineBuilder::kernel_memory_limit`): every
+            // lane holds twice the largest call, so without a bound 6
+            // lanes of 256 photos of 12 MP would ask for more than an
+            // H100 has, beside the trainer's own memory.
+            Engine::Cuda(e) if cfg.kernel_memory == u64::MAX => e
+                .context()
+                .total_mem()
+                .map_or(u64::MAX, |total| total as u64 / KERNEL_MEMORY_SHARE),
+            _ => cfg.kernel_memory,
+        };
+        let ledgers = routes::Ledgers::new(cfg.decoder_memory, kernel_memory);
         let (jpeg, worker_decode) =
             routes::make(&engine, cfg, &share, timeline.as_ref(), &observe, &ledgers)?;
         let t = Instant::now();

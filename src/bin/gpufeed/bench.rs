@@ -103,7 +103,7 @@ pub(crate) struct Args {
     decoder_memory_limit: Option<u64>,
     /// CUDA backend, scan kernels: device bytes their lanes may hold for
     /// their calls' files, coefficients and samples, all lanes together,
-    /// e.g. `1GiB` (default: no limit).
+    /// e.g. `1GiB` (default: the library's, a quarter of the device's memory).
     #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
     kernel_memory_limit: Option<u64>,
     /// Simulated training step: sleep this many milliseconds per batch
