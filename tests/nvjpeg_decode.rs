@@ -66,11 +66,19 @@ fn files(corpus: &Path, sub: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The corpus's damaged and odd files: `tricky/`, then `fuzz/`.
-fn tricky_and_fuzz(corpus: &Path) -> Vec<PathBuf> {
-    let mut out = files(corpus, "tricky");
-    out.extend(files(corpus, "fuzz"));
-    out
+/// The corpus's damaged and odd files that nvJPEG's routes take
+/// (`tricky/`, then `fuzz/`): each path, its bytes and its header.
+fn routed_tricky_and_fuzz(corpus: &Path) -> Vec<(PathBuf, Vec<u8>, gpufeed::jpeg::JpegHeader)> {
+    let mut paths = files(corpus, "tricky");
+    paths.extend(files(corpus, "fuzz"));
+    paths
+        .into_iter()
+        .filter_map(|f| {
+            let bytes = std::fs::read(&f).unwrap();
+            let h = parse_header(&bytes, DEFAULT_MAX_PIXELS).ok()?;
+            nvjpeg::takes(&h).then_some((f, bytes, h))
+        })
+        .collect()
 }
 
 fn psnr(a: &Image, b: &Image) -> f64 {
@@ -492,7 +500,7 @@ fn nvjpeg_routes_survive_the_fuzz_corpus() -> Outcome {
 fn nvjpeg_windows_survive_the_damaged_files() -> Outcome {
     need_gpu()?;
     let corpus = common::corpus()?;
-    let damaged_files = tricky_and_fuzz(&corpus);
+    let damaged_files = routed_tricky_and_fuzz(&corpus);
     let (photo, want) = cat_photo();
     let name_each = std::env::var("GPUFEED_TEST_NAME_FILES").as_deref() == Ok("1");
     for route in [Route::CudaDecoupled, Route::Hardware] {
@@ -500,13 +508,9 @@ fn nvjpeg_windows_survive_the_damaged_files() -> Outcome {
             continue;
         };
         let (mut tried, mut decoded) = (0, 0);
-        for f in &damaged_files {
-            let bytes = std::fs::read(f).unwrap();
-            let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
-                continue;
-            };
+        for (f, bytes, h) in &damaged_files {
             let (w, ht) = (h.width, h.height);
-            if !nvjpeg::takes(&h) || w < 8 || ht < 8 {
+            if w < 8 || ht < 8 {
                 continue;
             }
             if name_each {
@@ -518,7 +522,7 @@ fn nvjpeg_windows_survive_the_damaged_files() -> Outcome {
                 (w / 7 + 1, 3, (w / 2 + 3).min(w - w / 7 - 1), ht - 5),
             ] {
                 tried += 1;
-                match dec.decode_window(&bytes, win) {
+                match dec.decode_window(bytes, win) {
                     Ok(_) => decoded += 1,
                     Err(e) if name_each => eprintln!("  {win:?}: {e}"),
                     Err(_) => {}
@@ -626,16 +630,11 @@ fn incomplete_files_are_told_apart() -> Outcome {
 fn the_cuda_route_leaves_incomplete_files_to_the_cpu() -> Outcome {
     need_gpu()?;
     let corpus = common::corpus()?;
-    let damaged_files = tricky_and_fuzz(&corpus);
     let (photo, want) = cat_photo();
     let mut dec = route_decoder(Route::CudaDecoupled).expect("the decoupled route");
     let mut refused = 0;
-    for f in &damaged_files {
-        let bytes = std::fs::read(f).unwrap();
-        let Ok(h) = parse_header(&bytes, DEFAULT_MAX_PIXELS) else {
-            continue;
-        };
-        if !nvjpeg::takes(&h) || gpufeed::jpeg::complete(&bytes) {
+    for (f, bytes, _) in routed_tricky_and_fuzz(&corpus) {
+        if gpufeed::jpeg::complete(&bytes) {
             continue;
         }
         match dec.decode(&bytes) {

@@ -288,7 +288,8 @@ pub fn parse_header(data: &[u8], max_pixels: u64) -> Result<JpegHeader, SampleEr
 /// A truncated file (no EOI) is not, nor one whose segment claims bytes
 /// past its end. Bytes after EOI (data some cameras append) do not
 /// matter. The entropy-coded data is walked eight bytes at a time (12 µs
-/// for a 110 KB photo).
+/// for a 110 KB photo of `photos/imagenet-size`, release build, on a
+/// 2-core x86-64 VM, 2026-12-01).
 ///
 /// nvJPEG's CUDA route takes complete files only: its host phase
 /// corrupted the heap on a truncated progressive file, and its GPU

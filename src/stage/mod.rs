@@ -74,11 +74,12 @@ use emu::emu_alloc;
 pub(crate) use jpeg::{Arena, Group};
 pub use slot::Memory;
 
+pub(crate) use slot::{Slot, SlotHome};
+use slot::{SlotMem, StagingLayout};
+
 /// The scan kernels' lanes may hold this fraction (1 / n) of the device's
 /// memory by default (`PipelineBuilder::kernel_memory_limit`).
 const KERNEL_MEMORY_SHARE: u64 = 4;
-pub(crate) use slot::{Slot, SlotHome};
-use slot::{SlotMem, StagingLayout};
 
 /// Kernel launches have at most this many tiles (the grid's y limit).
 const MAX_TILES_PER_LAUNCH: usize = 65_535;

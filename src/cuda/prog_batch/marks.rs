@@ -95,7 +95,7 @@ impl Marks {
     }
 
     /// `need` raised to the marks; a mark that `need` passes first grows to
-    /// `need`, or twice itself if more and the bound allows.
+    /// twice `need` where the bound allows, else to `need`.
     pub(crate) fn raise(&self, need: [usize; 2]) -> [usize; 2] {
         let mut m = self.lock();
         let grown = self.grown(m.sizes, need);
