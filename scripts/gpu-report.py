@@ -107,6 +107,17 @@ def targets(named):
                 v = r["img_per_s"]
                 out.append(f"  share {k}: {v:,.0f} against the faster end's {top:,.0f}: "
                       f"{'not slower' if v >= top else 'slower'}")
+    # The engine lanes in a context of their own (`numbers`'
+    # engine-context, session 61), against the same shares' best rows.
+    for n, r in sorted(runs.items()):
+        if n.startswith("engine-context ") and "0" in share and "1" in share:
+            cfg = dict(kv.split("=", 1) for kv in n.split()[1:] if "=" in kv)
+            k = cfg.get("hardware-share")
+            top = max(share["0"]["img_per_s"], share["1"]["img_per_s"])
+            was = f", {share[k]['img_per_s']:,.0f} in the pipeline's context" if k in share else ""
+            v = r["img_per_s"]
+            out.append(f"  share {k}, the engine in its own context: {v:,.0f}{was}; against the "
+                       f"faster end's {top:,.0f}: {'not slower' if v >= top else 'slower'}")
     for ours, peer, what in (("bench-cuda", "peer-torchvision", "imagenet-size"),
                              ("bench-cuda-full", "peer-torchvision-full", "photos/full")):
         if ours in runs and peer in runs and runs[peer]["img_per_s"] > 0:

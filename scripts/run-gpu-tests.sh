@@ -613,6 +613,14 @@ for phase in "${phases[@]}"; do
       step bench-cuda-best 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
         --dtype f16 --epochs 3 --sweep hardware-share=0,0.25,0.5,1 --sweep in-flight=6 \
         --out "$logs/best"
+      # The same shares with the engine lanes in a CUDA context of their
+      # own (session 61, never run; the hidden `engine_context`): nvJPEG's
+      # hardware call frees memory, a free waits for its context's work,
+      # and at share 0.25 beside the scan kernels the engine ran a quarter
+      # of its share-1 rate. Against `best`'s rows of the same shares.
+      step bench-cuda-engine-context 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
+        --batch 256 --dtype f16 --epochs 3 --sweep engine-context=1 \
+        --sweep hardware-share=0.25,0.5,1 --sweep in-flight=6 --out "$logs/engine-context"
       full_steps
       # Decode only on the default's route (the scan kernels beside the
       # engine's share), one batch at a time and six at once as the

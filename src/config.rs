@@ -48,6 +48,8 @@ pub(crate) struct Config {
     /// Images per engine call as a decode group fills; 0: one call per
     /// group (issue 16, item 2).
     pub(crate) engine_call: usize,
+    /// The engine lanes in a CUDA context of their own (issue 16, item 3).
+    pub(crate) engine_context: bool,
     /// Progressive JPEGs decode with gpufeed's own kernels (issue 16).
     pub(crate) progressive: bool,
     /// So do the CUDA share's sequential JPEGs under 1 MP (issue 16, item

@@ -146,6 +146,75 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
     Ok(ctx)
 }
 
+/// A CUDA context of its own on the device of `primary` (not the primary
+/// context), for work that must not wait for the rest of the device: the
+/// hardware engine's lanes with `PipelineBuilder::engine_context` (issue
+/// 16, item 3). A driver call that waits for "the device" waits for its
+/// context's streams, and nvJPEG's hardware call frees memory
+/// (`cuMemFree`, ~18 times a call, CUPTI on an H200 at 4bbffad), so on the
+/// primary context each engine call waited for every scan kernel in
+/// flight. Destroyed with its last `Arc`, after whatever holds one.
+/// Its host waits spin or block as the primary's do
+/// (`GPUFEED_CUDA_BLOCKING_SYNC`); the calling thread is left bound to
+/// `primary`.
+pub(crate) fn own_context(
+    primary: &std::sync::Arc<cudarc::driver::CudaContext>,
+) -> Result<std::sync::Arc<cudarc::driver::CudaContext>> {
+    use cudarc::driver::{CudaContext, sys};
+    let flags = if std::env::var("GPUFEED_CUDA_BLOCKING_SYNC").as_deref() == Ok("1") {
+        sys::CUctx_flags_enum::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint
+    } else {
+        0
+    };
+    let failed = |what: &str, e: &dyn std::fmt::Debug| {
+        Error::Device(format!(
+            "cuda:{}: the engine's own context: {what}: {e:?}",
+            primary.ordinal()
+        ))
+    };
+    // cudarc panics on a symbol the driver lacks: cuCtxCreate_v4 came with
+    // CUDA 12.5.
+    let mut version = 0;
+    // SAFETY: `version` is a live slot; the driver was loaded and
+    // initialized for `primary` (CUDA Driver API, cuDriverGetVersion).
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(|e| failed("cuDriverGetVersion", &e))?;
+    if version < 12050 {
+        return Err(failed("needs a CUDA 12.5 driver or later, found", &version));
+    }
+    let mut raw: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the device handle comes from the live primary context (cuInit
+    // done); `raw` is a live slot; null creation parameters ask for a plain
+    // context (CUDA Driver API, cuCtxCreate_v4).
+    let created =
+        unsafe { sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), flags, primary.cu_device()) }
+            .result();
+    if let Err(e) = created {
+        let _ = primary.bind_to_thread();
+        return Err(failed("cuCtxCreate", &e));
+    }
+    // The new context was pushed on this thread's stack: popped, so that
+    // the stack is as deep as before (cudarc binds by replacing its top).
+    let mut popped: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `popped` is a live slot; the stack holds the new context.
+    let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    // SAFETY: `raw` was just created on that device and nothing else owns
+    // it; the returned value destroys it on drop (cudarc,
+    // `from_raw_context`).
+    let own = unsafe { CudaContext::from_raw_context(primary.ordinal(), primary.cu_device(), raw) };
+    let rebound = primary.bind_to_thread();
+    let own = own.map_err(|e| {
+        // SAFETY: wrapping failed before taking ownership, so the context
+        // is destroyed here, once.
+        let _ = unsafe { sys::cuCtxDestroy_v2(raw) };
+        let _ = primary.bind_to_thread();
+        failed("wrap", &e)
+    })?;
+    rebound.map_err(|e| failed("rebind the primary context", &e))?;
+    Ok(own)
+}
+
 /// `GPUFEED_CUDA_BLOCKING_SYNC=1`, a diagnostic (issue 16, item 4): the
 /// primary context's host waits block instead of spinning, those inside
 /// nvJPEG included, which gpufeed's own blocking-sync events cannot reach.

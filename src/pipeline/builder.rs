@@ -89,6 +89,7 @@ pub struct PipelineBuilder {
     hardware_share_auto: bool,
     in_flight: usize,
     engine_call: usize,
+    engine_context: bool,
     progressive: bool,
     sequential: bool,
     sequential_max_pixels: u64,
@@ -135,6 +136,7 @@ impl Default for PipelineBuilder {
             hardware_share_auto: false,
             in_flight: DEFAULT_IN_FLIGHT,
             engine_call: 0,
+            engine_context: false,
             progressive: std::env::var("GPUFEED_PROGRESSIVE_GPU").as_deref() == Ok("1"),
             sequential: std::env::var("GPUFEED_SEQUENTIAL_GPU").as_deref() != Ok("0"),
             sequential_max_pixels: std::env::var("GPUFEED_SEQUENTIAL_MAX_PIXELS")
@@ -464,6 +466,25 @@ impl PipelineBuilder {
         self
     }
 
+    /// Run the hardware engine's lanes in a CUDA context of their own
+    /// (nvJPEG route, CUDA backend, engine share above 0), their images
+    /// copied into the decode arena after each call. nvJPEG's hardware
+    /// call frees memory, and a free waits for every stream of its
+    /// context: on the pipeline's context each engine call waited for the
+    /// scan kernels in flight (about 280 ms a call beside them, 18–30 ms
+    /// alone, on an H200), which is why every engine share between 0 and 1
+    /// ran slower than both ends (issue 16, item 3). Default false.
+    /// Unmeasured, so hidden until a GPU run says whether it helps
+    /// (`gpufeed bench --sweep engine-context=0,1`); the batches are the
+    /// same either way. The readers' page-locked blocks are made for
+    /// every context, so the engine reads them as before. Ignored by the
+    /// CPU backend and the emulated device, which have no contexts.
+    #[doc(hidden)]
+    pub fn engine_context(mut self, yes: bool) -> Self {
+        self.engine_context = yes;
+        self
+    }
+
     /// Decode progressive JPEGs on the device with gpufeed's own kernels
     /// (`kernels/progressive.cu`, `pixels.cu`; nvJPEG route, CUDA backend):
     /// no engine decodes them, and their Huffman decoding on the workers
@@ -657,6 +678,7 @@ impl PipelineBuilder {
             workers,
             in_flight: self.in_flight,
             engine_call: self.engine_call,
+            engine_context: self.engine_context,
             progressive: self.progressive,
             sequential: self.sequential,
             sequential_max_pixels: self.sequential_max_pixels,

@@ -39,12 +39,19 @@ struct Pinned {
 unsafe impl Send for Pinned {}
 
 impl Pinned {
-    fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Pinned> {
+    /// `len` bytes, page-locked for `ctx`, or for every context with
+    /// `portable`.
+    fn new(ctx: &Arc<CudaContext>, len: usize, portable: bool) -> Result<Pinned> {
         ctx.bind_to_thread().map_err(Error::cuda("bind context"))?;
-        // SAFETY: a plain allocation call with flags 0 (portable to this
-        // context only, not mapped, not write-combined); the returned
-        // pointer is checked before use.
-        let ptr = unsafe { result::malloc_host(len.max(1), 0) }
+        let flags = if portable {
+            cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE
+        } else {
+            0
+        };
+        // SAFETY: a plain allocation call (page-locked for this context, or
+        // every context with PORTABLE; not mapped, not write-combined); the
+        // returned pointer is checked before use.
+        let ptr = unsafe { result::malloc_host(len.max(1), flags) }
             .map_err(Error::cuda("cuMemHostAlloc (pinned staging)"))?;
         if ptr.is_null() {
             return Err(Error::Device("cuMemHostAlloc returned null".into()));
@@ -77,7 +84,9 @@ unsafe impl Sync for Pinned {}
 
 /// The readers' page-locked blocks (issue 16, item 4), in the stage's
 /// context: parts of one slab, made in one `cuMemHostAlloc` call (each
-/// call serialises the device's streams). nvJPEG's hardware decode copies
+/// call serialises the device's streams), page-locked for every context:
+/// the engine lanes may run on one of their own
+/// (`PipelineBuilder::engine_context`). nvJPEG's hardware decode copies
 /// each file by DMA from them; the engine lane keeps a file's buffer until
 /// the call's completion event (`nvroute.rs`), so a reader refills it only
 /// after that copy.
@@ -96,7 +105,7 @@ impl crate::reader::PinAlloc for PinnedReads {
         count: usize,
         bytes: usize,
     ) -> Option<Vec<Box<dyn crate::reader::PinnedBlock>>> {
-        let slab = Arc::new(Pinned::new(&self.0, count.checked_mul(bytes)?).ok()?);
+        let slab = Arc::new(Pinned::new(&self.0, count.checked_mul(bytes)?, true).ok()?);
         Some(
             (0..count)
                 .map(|i| -> Box<dyn crate::reader::PinnedBlock> {
@@ -333,7 +342,7 @@ impl CudaEngine {
         outs: &[(DType, usize)],
     ) -> Result<(CudaSlot, Vec<OutBuf>)> {
         let s = &self.k.stream;
-        let pinned = Pinned::new(&self.k.ctx, staging)?;
+        let pinned = Pinned::new(&self.k.ctx, staging, false)?;
         let staging = s
             .alloc_zeros::<u8>(staging)
             .map_err(Error::cuda("allocate staging"))?;
@@ -598,4 +607,5 @@ fn copy_labels<T: cudarc::driver::DeviceRepr>(
 mod engine_lane;
 mod nvroute;
 mod prog_route;
+pub(crate) use engine_lane::EngineLanes;
 pub(crate) use nvroute::{JpegJob, JpegOutcome, NvRoute, RouteCounts, Submitted};

@@ -62,7 +62,9 @@ impl DecodeBench {
     /// thread). The engine's share of a batch goes out as `engine_calls`
     /// calls of about equal size, each to a lane (stream and engine state)
     /// of its own, all in flight at once: whether several calls raise the
-    /// engine's rate (issue 16, item 2).
+    /// engine's rate (issue 16, item 2). With `engine_context` the lanes
+    /// run in a CUDA context of their own (the pipeline's hidden
+    /// `engine_context`).
     pub fn new(
         index: usize,
         files: &[Vec<u8>],
@@ -70,6 +72,7 @@ impl DecodeBench {
         hardware_share: Option<f32>,
         threads: usize,
         engine_calls: usize,
+        engine_context: bool,
     ) -> Result<DecodeBench> {
         let mut jpegs = Vec::new();
         for bytes in files {
@@ -116,8 +119,11 @@ impl DecodeBench {
         let ledger = std::sync::Arc::new(crate::decode::nvjpeg::Ledger::new(u64::MAX));
         let busy = share.engine_busy();
         let call = batch.div_ceil(engine_calls);
-        let route =
-            super::cuda::NvRoute::new(&engine, call, engine_calls, cpu, None, &ledger, busy)?;
+        let lanes = super::cuda::EngineLanes {
+            count: engine_calls,
+            own_context: engine_context,
+        };
+        let route = super::cuda::NvRoute::new(&engine, call, lanes, cpu, None, &ledger, busy)?;
         let waited = std::sync::Arc::default();
         let pool =
             crate::decode::nvjpeg::decoder_pool(engine.context(), batch + 1, &ledger, &waited)?;

@@ -160,6 +160,10 @@ pub(super) fn make(
                 let cpu = fallback()?;
                 let (busy, batch) = (share.engine_busy(), cfg.batch_size);
                 let (t, began) = (timeline, Instant::now());
+                let lanes = super::cuda::EngineLanes {
+                    count: lanes,
+                    own_context: cfg.engine_context,
+                };
                 let route = NvRoute::new(e, batch, lanes, cpu, t, &ledgers.route, busy);
                 built(
                     observe,

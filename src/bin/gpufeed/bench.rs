@@ -97,6 +97,10 @@ pub(crate) struct Args {
     /// a batch fills (0: one call per batch, the default).
     #[arg(long, value_name = "N", hide = true)]
     engine_call: Option<usize>,
+    /// CUDA backend, nvJPEG route: the engine lanes in a CUDA context of
+    /// their own (the library's hidden `engine_context`; default off).
+    #[arg(long, hide = true)]
+    engine_context: bool,
     /// CUDA backend, nvJPEG route: pinned + device bytes the CUDA route's
     /// decoder pool may hold, e.g. `2GiB` (default: the library's).
     #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
@@ -115,7 +119,7 @@ pub(crate) struct Args {
     /// `--sweep readers=1,2,4,8 --sweep batch=64,256`. Keys: readers,
     /// workers, batch, prefetch, stream-shards, size, dtype, layout, antialias, device,
     /// cpu-decoder, transform, recipe, mixup, consumer-ms, cpu-decode, hardware-share,
-    /// in-flight, engine-call, decoder-memory, kernel-memory.
+    /// in-flight, engine-call, engine-context, decoder-memory, kernel-memory.
     #[arg(long = "sweep", value_name = "KEY=V1,V2,..")]
     sweep: Vec<String>,
     /// Also write the results table to PREFIX.json and PREFIX.csv.
@@ -242,6 +246,13 @@ fn apply(args: &mut Args, key: &str, v: &str) -> anyhow::Result<()> {
             args.batches_in_flight = Some(v.parse().with_context(|| format!("{key}={v}"))?)
         }
         "engine-call" => args.engine_call = Some(v.parse().with_context(|| format!("{key}={v}"))?),
+        "engine-context" => {
+            args.engine_context = match v {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => bail!("{key}={v}: 0 or 1"),
+            }
+        }
         "decoder-memory" => {
             args.decoder_memory_limit = Some(super::parse_size(v).map_err(anyhow::Error::msg)?)
         }
@@ -354,6 +365,9 @@ fn builder(args: &Args, source: Source) -> gpufeed::PipelineBuilder {
     }
     if let Some(n) = args.engine_call {
         builder = builder.engine_call_images(n);
+    }
+    if args.engine_context {
+        builder = builder.engine_context(true);
     }
     if let Some(b) = args.decoder_memory_limit {
         builder = builder.decoder_memory_limit(b);

@@ -60,6 +60,11 @@ pub(crate) struct Args {
     /// `GPUFEED_SEQUENTIAL_MAX_PIXELS` as in a pipeline.
     #[arg(long, value_name = "PIXELS")]
     sequential_max_pixels: Option<u64>,
+    /// The engine lanes in a CUDA context of their own, their images
+    /// copied into the arena after each call (the pipeline's hidden
+    /// `engine_context`; issue 16, item 3).
+    #[arg(long)]
+    engine_context: bool,
     /// Print one JSON array.
     #[arg(long)]
     json: bool,
@@ -125,6 +130,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         };
         let setting = Setting {
             device: args.common.device,
+            engine_context: args.engine_context,
             batch: args.common.batch,
             share: fixed,
             threads: each,
@@ -155,7 +161,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "backend": m.describe, "hardware_share": share.to_string(),
             "share_at_end": m.share_at_end, "batch": args.common.batch,
             "threads": threads, "threads_per_batch": each, "in_flight": in_flight,
-            "engine_calls": calls,
+            "engine_calls": calls, "engine_context": args.engine_context,
             "images": images, "seconds": m.seconds, "images_per_s": img_s,
             "megapixels_per_s": mp_s, "cpu_ms_per_image": cpu_ms,
             "decoded_hardware": hw, "decoded_cuda": cuda, "decoded_cpu_fallback": cpu_fb,
@@ -198,6 +204,7 @@ struct Kernels {
 /// One benchmark's settings.
 struct Setting {
     device: usize,
+    engine_context: bool,
     batch: usize,
     share: Option<f32>,
     threads: usize,
@@ -278,7 +285,16 @@ fn measure(files: &[Vec<u8>], setting: &Setting, in_flight: usize) -> anyhow::Re
 /// `measure`'s). It waits at `start` whatever happens before, so that the
 /// others are not kept waiting.
 fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Result<Measured> {
-    let warmed = DecodeBench::new(s.device, files, s.batch, s.share, s.threads, s.calls)
+    let made = DecodeBench::new(
+        s.device,
+        files,
+        s.batch,
+        s.share,
+        s.threads,
+        s.calls,
+        s.engine_context,
+    );
+    let warmed = made
         .map(|b| {
             b.sequential_kernels_max_pixels(s.kernels.max_pixels)
                 .with_kernels(s.kernels.progressive, s.kernels.sequential)

@@ -39,6 +39,7 @@ mod fit;
 mod host;
 mod meter;
 mod pool;
+mod relay;
 mod route;
 #[allow(clippy::all)]
 mod sys;
@@ -49,6 +50,7 @@ pub(crate) use batched::{BatchedDecoder, Dest};
 pub(crate) use decoupled::{DecoderPool, DecoupledDecoder, Lease, decoder_pool};
 pub use host::{HostDecoder, Route};
 pub(crate) use meter::{Kind, Ledger, Meter};
+pub(crate) use relay::{Delivery, Relay};
 pub(crate) use route::{Share, gpu_routable, hardware_draw};
 pub use route::{hardware_takes, takes};
 pub(crate) use window::{

@@ -10,19 +10,20 @@ use std::time::Duration;
 
 use super::*;
 use crate::cuda::timeline::GpuTimeline;
-use crate::decode::nvjpeg::{BatchedDecoder, Dest, Roi};
+use crate::decode::nvjpeg::{BatchedDecoder, Delivery, Dest, Relay, Roi};
 
 /// Per engine lane: its decoder's state (re)initializations and decode
 /// calls, with the time each took.
 pub(super) type LaneTimes = Arc<Mutex<Vec<[(u64, Duration); 2]>>>;
 
 /// One image for an engine lane: its bytes, where its first pixel goes,
-/// its width (the pitch of a whole-image decode) and the window the engine
-/// may decode instead of the whole image.
+/// its size (the width is the pitch of a whole-image decode) and the
+/// window the engine may decode instead of the whole image.
 pub(super) struct EngineJob {
     pub(super) bytes: crate::reader::PooledBytes,
     pub(super) dest: u64,
     pub(super) width: u32,
+    pub(super) height: u32,
     pub(super) window: Option<Roi>,
     /// The order the engine likes its images in: by chroma subsampling
     /// (the MCU size), then by size (issue 16, item 2; DALI sorts its
@@ -38,9 +39,23 @@ pub(super) struct EngineReply {
     pub(super) taken: Vec<Option<Option<Roi>>>,
 }
 
+/// The engine lanes' context: the arenas' (the primary context), or one of
+/// their own (`PipelineBuilder::engine_context`; `relay.rs` says why).
+pub(crate) struct EngineLanes {
+    /// Lanes, one per batch in flight; 0: none.
+    pub(crate) count: usize,
+    pub(crate) own_context: bool,
+}
+
+/// A lane call's GPU span on the timeline: an event recorded before the
+/// call, and the lane stream's track name.
+type GpuSpan = (CudaEvent, String);
+
 /// An engine lane's state.
 pub(super) struct Lane {
     dec: BatchedDecoder,
+    /// The lane's context: `ctx` of `NvRoute::new`, or with a relay the
+    /// engine's own.
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     /// Recorded after each decode call; the lane waits on it (blocking).
@@ -48,28 +63,47 @@ pub(super) struct Lane {
     /// This lane's entry of the route's engine timings.
     stats: LaneTimes,
     index: usize,
-    /// With a timeline: it, an event recorded before each call, and the
-    /// lane stream's track name.
-    gpu: Option<(Arc<GpuTimeline>, CudaEvent, String)>,
+    /// With a timeline: it, and unless the lane has a context of its own
+    /// (the timeline's events are the arenas' context's), an event recorded
+    /// before each call and the lane stream's track name.
+    gpu: Option<(Arc<GpuTimeline>, Option<GpuSpan>)>,
     /// Calls so far (`cuda::lanes::panics_now`).
     calls: usize,
+    /// In a context of its own: the engine's output slab there, copied to
+    /// the arena after each call.
+    relay: Option<Relay>,
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // nvJPEG's hardware handle and state are destroyed in the context
+        // they were made in (the fields drop after this); a failure leaves
+        // whatever is current, as before.
+        let _ = self.ctx.bind_to_thread();
+    }
 }
 
 impl Lane {
-    /// Lane `index` around `dec`, with a stream of its own on `ctx`.
+    /// Lane `index` around `dec`, with a stream of its own on `ctx`; with
+    /// a `relay`, `ctx` is the engine's own context and the relay delivers
+    /// its images to the arenas'.
     pub(super) fn new(
         dec: BatchedDecoder,
         ctx: &Arc<CudaContext>,
         stats: &LaneTimes,
         index: usize,
         timeline: Option<&Arc<GpuTimeline>>,
+        relay: Option<Relay>,
     ) -> Result<Lane> {
         let gpu = match timeline {
-            Some(t) => Some((
+            Some(t) if relay.is_none() => Some((
                 t.clone(),
-                t.event().map_err(Error::cuda("event"))?,
-                format!("GPU: engine lane {index}"),
+                Some((
+                    t.event().map_err(Error::cuda("event"))?,
+                    format!("GPU: engine lane {index}"),
+                )),
             )),
+            Some(t) => Some((t.clone(), None)),
             None => None,
         };
         Ok(Lane {
@@ -81,6 +115,7 @@ impl Lane {
             index,
             gpu,
             calls: 0,
+            relay,
         })
     }
 }
@@ -121,7 +156,7 @@ pub(super) const LANE_SPAN: &str = "device: an engine lane (handle, state)";
 impl Lane {
     /// With a timeline, a span on this lane's thread from `start` to now.
     fn host_span(&self, name: &'static str, start: std::time::Instant) {
-        if let Some((t, _, _)) = &self.gpu {
+        if let Some((t, _)) = &self.gpu {
             (t.observe())(crate::cuda::timeline::Seen {
                 track: None,
                 name,
@@ -155,31 +190,32 @@ pub(super) fn run_lane(lane: &mut Lane, jobs: &mut [EngineJob]) -> EngineReply {
             let ks: Vec<usize> = by_order.iter().map(|&i| ks[i]).collect();
             let rois: Vec<Option<Roi>> = by_order.iter().map(|&i| rois[i]).collect();
             let data: Vec<&[u8]> = ks.iter().map(|&k| &jobs[k].bytes[..]).collect();
-            let dst: Vec<Dest> = ks
-                .iter()
-                .zip(&rois)
-                .map(|(&k, r)| Dest {
-                    ptr: jobs[k].dest,
-                    pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
-                })
-                .collect();
-            if let Some((_, began, _)) = &lane.gpu {
+            if let Some((_, Some((began, _)))) = &lane.gpu {
                 // Only the timeline reads it: a failure loses a span.
                 let _ = began.record(&lane.stream);
             }
             let called = std::time::Instant::now();
+            let stream = lane.stream.cu_stream();
             // SAFETY: each destination lies in a decode arena with room for
             // the whole image (so for any window of it; checked by
             // `submit_jpegs`), which the batch thread keeps until this
-            // reply is in (`Submitted` waits for it on drop); `data` lives
-            // in `jobs` until the wait below is over (after a panic, until
-            // `rescue`'s wait: the lane pool keeps `jobs` through the
-            // unwinding); the context is bound to this thread above and
-            // `stream` belongs to it.
-            let r = unsafe {
-                lane.dec
-                    .decode(&data, &dst, &rois, lane.stream.cu_stream().cast())
-            };
+            // reply is in (`Submitted` waits for it on drop), or in the
+            // relay's slab, which no earlier call still uses (each ends in
+            // the wait below, or in `rescue`'s); `data` lives in `jobs`
+            // until the wait below is over (after a panic, until `rescue`'s
+            // wait: the lane pool keeps `jobs` through the unwinding); the
+            // lane's context is bound to this thread above, `stream` belongs
+            // to it and so does the relay's slab.
+            let r = unsafe { targets(lane, jobs, &ks, &rois) }.and_then(|(dst, copies)| {
+                // SAFETY: as above.
+                unsafe { lane.dec.decode(&data, &dst, &rois, stream.cast()) }?;
+                match &lane.relay {
+                    // SAFETY: as above; the copies follow the decode on the
+                    // same stream.
+                    Some(relay) => unsafe { relay.deliver(&copies, stream) },
+                    None => Ok(()),
+                }
+            });
             lane.host_span(SUBMIT_SPAN, called);
             assert!(
                 !fail,
@@ -196,7 +232,7 @@ pub(super) fn run_lane(lane: &mut Lane, jobs: &mut [EngineJob]) -> EngineReply {
                         .synchronize()
                         .map_err(Error::cuda("wait for the engine"))
                 });
-            if let (Ok(()), Some((t, began, track))) = (&r, &lane.gpu) {
+            if let (Ok(()), Some((t, Some((began, track))))) = (&r, &lane.gpu) {
                 t.span(track, "engine decode", began, &lane.done);
             }
             if r.is_err() {
@@ -219,6 +255,55 @@ pub(super) fn run_lane(lane: &mut Lane, jobs: &mut [EngineJob]) -> EngineReply {
             .collect(),
         taken,
     }
+}
+
+/// Where the engine writes the images `ks` of `jobs` (windows `rois`):
+/// their places in the arena, or with a relay places in its slab, and then
+/// the copies from there to the arena (`(to, from, bytes)`).
+///
+/// # Safety
+///
+/// As for `Relay::stage`: no queued work still uses the relay's slab.
+unsafe fn targets(
+    lane: &mut Lane,
+    jobs: &[EngineJob],
+    ks: &[usize],
+    rois: &[Option<Roi>],
+) -> Result<(Vec<Dest>, Vec<Delivery>)> {
+    let dst: Vec<Dest> = ks
+        .iter()
+        .zip(rois)
+        .map(|(&k, r)| Dest {
+            ptr: jobs[k].dest,
+            pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
+        })
+        .collect();
+    let Some(relay) = &mut lane.relay else {
+        return Ok((dst, Vec::new()));
+    };
+    let bytes: Vec<usize> = ks
+        .iter()
+        .zip(rois)
+        .zip(&dst)
+        .map(|((&k, r), d)| d.pitch * r.map_or(jobs[k].height, |r| r.h) as usize)
+        .collect();
+    // SAFETY: the caller's contract.
+    let at = unsafe { relay.stage(&bytes) }?;
+    let copies = dst
+        .iter()
+        .zip(&at)
+        .zip(&bytes)
+        .map(|((d, &from), &n)| (d.ptr, from, n))
+        .collect();
+    let dst = dst
+        .iter()
+        .zip(at)
+        .map(|(d, ptr)| Dest {
+            ptr,
+            pitch: d.pitch,
+        })
+        .collect();
+    Ok((dst, copies))
 }
 
 /// After a lane's call panicked: its stream's work done, nothing taken, so

@@ -11,12 +11,14 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::engine_lane::{EngineJob, EngineReply, LANE_SPAN, Lane, LaneTimes, rescue, run_lane};
+use super::engine_lane::{
+    EngineJob, EngineLanes, EngineReply, LANE_SPAN, Lane, LaneTimes, rescue, run_lane,
+};
 use super::prog_route::{self, ProgJob, ProgReply};
 use super::*;
 use crate::cuda::lanes::{Lanes, Ticket};
 use crate::cuda::timeline::GpuTimeline;
-use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder, Dest, Roi};
+use crate::decode::nvjpeg::{BatchedDecoder, DecoupledDecoder, Dest, Meter, Relay, Roi};
 use crate::stage::routes::built;
 
 /// One compressed image for nvJPEG: where in the group's arena it goes.
@@ -112,9 +114,11 @@ impl RouteCounts {
 }
 
 impl NvRoute {
-    /// nvJPEG's decoders on `engine`'s device: `lanes` engine lanes of at
-    /// most `batch` images a call (none at 0, or where the GPU has no
-    /// engine); `timeline` hears of each lane call (its
+    /// nvJPEG's decoders on `engine`'s device: `lanes.count` engine lanes
+    /// of at most `batch` images a call (none at 0, or where the GPU has no
+    /// engine), in a context of their own with `lanes.own_context` (where
+    /// one cannot be made, this says why on stderr and they share the
+    /// arenas'); `timeline` hears of each lane call (its
     /// host span and its GPU span), and `busy` counts them (the automatic
     /// share's measure of the engine, and `Stats::engine_busy`); nvJPEG's
     /// memory for them is counted in `ledger`. An error when nvJPEG cannot
@@ -122,14 +126,26 @@ impl NvRoute {
     pub(crate) fn new(
         engine: &CudaEngine,
         batch: usize,
-        lanes: usize,
+        lanes: EngineLanes,
         cpu: crate::decode::CpuDecoder,
         timeline: Option<&Arc<GpuTimeline>>,
         ledger: &Arc<crate::decode::nvjpeg::Ledger>,
         busy: Arc<crate::cuda::lanes::Busy>,
     ) -> Result<NvRoute> {
         let ctx = &engine.k.ctx;
-        let meter = crate::decode::nvjpeg::Meter::new(ctx, ledger.clone());
+        let meter = Meter::new(ctx, ledger.clone());
+        let (own, lanes) = (lanes.own_context && lanes.count > 0, lanes.count);
+        // The lanes' context, and their meter there (the same ledger).
+        let (lane_ctx, lane_meter) = match own.then(|| crate::cuda::own_context(ctx)) {
+            Some(Ok(c)) => (c.clone(), Meter::new(&c, ledger.clone())),
+            Some(Err(e)) => {
+                // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
+                eprintln!("gpufeed: engine_context: {e}; the engine shares the arenas' context");
+                (ctx.clone(), meter.clone())
+            }
+            None => (ctx.clone(), meter.clone()),
+        };
+        let relay = || (!Arc::ptr_eq(&lane_ctx, ctx)).then(|| Relay::new(&lane_meter, ctx));
         let stats = Arc::new(Mutex::new(vec![Default::default(); lanes.max(1)]));
         // Each engine state's memory pool is sized for a batch rounded up
         // to a multiple of the engine's cores, as nvImageCodec's hardware
@@ -152,33 +168,48 @@ impl NvRoute {
             }
             _ => batch,
         };
-        let mut states = Vec::new();
-        let mut device_input = std::env::var("GPUFEED_NVJPEG_DEVICE_INPUT").as_deref() == Ok("1");
-        for index in 0..lanes {
-            let began = std::time::Instant::now();
-            if device_input {
-                match BatchedDecoder::engine_with_device_input(pool, &meter) {
-                    Ok(dec) => {
-                        states.push(Lane::new(dec, ctx, &stats, index, timeline)?);
-                        built(&observe, LANE_SPAN, began);
-                        continue;
+        // nvJPEG's handles and states are made in the lanes' context, and
+        // this thread (the caller's) is bound back to the arenas' after,
+        // whatever happened: the trainer's CUDA calls use what is current.
+        let made = lane_ctx
+            .bind_to_thread()
+            .map_err(Error::cuda("bind the engine's context"))
+            .and_then(|()| {
+                let mut states = Vec::new();
+                let mut device_input =
+                    std::env::var("GPUFEED_NVJPEG_DEVICE_INPUT").as_deref() == Ok("1");
+                for index in 0..lanes {
+                    let began = std::time::Instant::now();
+                    if device_input {
+                        match BatchedDecoder::engine_with_device_input(pool, &lane_meter) {
+                            Ok(dec) => {
+                                let lane =
+                                    Lane::new(dec, &lane_ctx, &stats, index, timeline, relay())?;
+                                states.push(lane);
+                                built(&observe, LANE_SPAN, began);
+                                continue;
+                            }
+                            Err(e) => {
+                                // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
+                                eprintln!(
+                                    "gpufeed: GPUFEED_NVJPEG_DEVICE_INPUT: no such engine decoder ({e}); host input"
+                                );
+                                device_input = false;
+                            }
+                        }
                     }
-                    Err(e) => {
-                        // A diagnostic's own report, as GPUFEED_CUDA_BLOCKING_SYNC's.
-                        eprintln!(
-                            "gpufeed: GPUFEED_NVJPEG_DEVICE_INPUT: no such engine decoder ({e}); host input"
-                        );
-                        device_input = false;
-                    }
+                    // No engine (or no nvJPEG support for it) is not an error.
+                    let Ok(dec) = BatchedDecoder::new(true, pool, Some(&lane_meter)) else {
+                        break;
+                    };
+                    states.push(Lane::new(dec, &lane_ctx, &stats, index, timeline, relay())?);
+                    built(&observe, LANE_SPAN, began);
                 }
-            }
-            // No engine (or no nvJPEG support for it) is not an error.
-            let Ok(dec) = BatchedDecoder::new(true, pool, Some(&meter)) else {
-                break;
-            };
-            states.push(Lane::new(dec, ctx, &stats, index, timeline)?);
-            built(&observe, LANE_SPAN, began);
-        }
+                Ok(states)
+            });
+        let rebound = ctx.bind_to_thread().map_err(Error::cuda("bind context"));
+        let states = made?;
+        rebound?;
         let lanes = if states.is_empty() {
             None
         } else {
@@ -382,6 +413,7 @@ impl CudaEngine {
                         bytes: std::mem::take(&mut j.bytes),
                         dest: base + j.at as u64,
                         width: j.width,
+                        height: j.height,
                         order: (j.mcu, u64::from(j.width) * u64::from(j.height)),
                         window: j.roi.filter(|r| {
                             crate::decode::nvjpeg::engine_takes_window(*r, size, j.mcu)
