@@ -29,7 +29,20 @@ pub struct DecodeBench {
     /// ([`with_kernels`](Self::with_kernels),
     /// [`sequential_kernels_max_pixels`](Self::sequential_kernels_max_pixels)).
     kernels: super::handoff::KernelRule,
+    /// Wall time of the calling thread in each part of
+    /// [`run_batch`](Self::run_batch), summed ([`PHASES`] names them).
+    phases: [std::time::Duration; 5],
 }
+
+/// The parts of a benchmark batch on the calling thread, in order: the
+/// engine's and the scan kernels' submissions; the CUDA route's host
+/// phases on the threads (waited for as a whole); their device phases
+/// queued; the engine's and the kernels' replies waited for; what is left
+/// decoded and the device waited for. Where a batch's time goes, as the
+/// pipeline (which overlaps them across batches) cannot show: decode-bench
+/// with 6 in flight ran half the pipeline's rate on an H200 (0de8cfd),
+/// unexplained.
+pub const PHASES: [&str; 5] = ["submit", "host phases", "device phases", "replies", "rest"];
 
 /// A benchmark image: its bytes, width, height, whether the engine takes
 /// it, and its coding process.
@@ -140,6 +153,7 @@ impl DecodeBench {
             share,
             engine_calls,
             kernels: super::handoff::KernelRule::OFF,
+            phases: Default::default(),
         })
     }
 
@@ -199,6 +213,13 @@ impl DecodeBench {
     /// 16, item 3: the two routes run at once from the start of a batch);
     /// the device phases are queued as the host phases finish.
     pub fn run_batch(&mut self) -> Result<u64> {
+        let mut lap = std::time::Instant::now();
+        let mut laps = [std::time::Duration::ZERO; 5];
+        let mut mark = |k: usize| {
+            let now = std::time::Instant::now();
+            laps[k] += now - lap;
+            lap = now;
+        };
         let n = self.jpegs.len();
         let engine = self.route.has_hardware();
         let mut to_engine = Vec::new();
@@ -267,6 +288,7 @@ impl DecodeBench {
                     .submit_jpegs(&self.arena, jobs, &mut self.route, &mut self.counts)?;
             subs.push((ks, sub));
         }
+        mark(0);
         // The CUDA route's host phases on the threads (the pipeline's
         // workers), their device phases here; what fails goes through
         // `decode_jpegs` as on the batch thread.
@@ -275,6 +297,7 @@ impl DecodeBench {
         } else {
             Vec::new()
         };
+        mark(1);
         let mut leases: Vec<Option<crate::decode::nvjpeg::Lease>> =
             (0..to_cuda.len()).map(|_| None).collect();
         for (slot, lease, took) in staged {
@@ -298,6 +321,7 @@ impl DecodeBench {
                 rest_ks.push(k);
             }
         }
+        mark(2);
         let mut outcomes = Vec::new();
         for (ks, sub) in subs {
             let (out, back) = self.engine.complete_jpegs(
@@ -308,10 +332,15 @@ impl DecodeBench {
             )?;
             outcomes.extend(ks.into_iter().zip(out.into_iter().zip(back)));
         }
+        mark(3);
         // Ends with a wait for the device: every route's writes are done.
         let (out, back) =
             self.engine
                 .decode_jpegs(&mut self.arena, rest, &mut self.route, &mut self.counts)?;
+        mark(4);
+        for (sum, k) in self.phases.iter_mut().zip(laps) {
+            *sum += k;
+        }
         outcomes.extend(rest_ks.into_iter().zip(out.into_iter().zip(back)));
         let mut failed = None;
         // Give the bytes back to their images for the next round.
@@ -378,6 +407,12 @@ impl DecodeBench {
     /// decode calls and the time the decoding thread spent in them.
     pub fn engine_time(&self) -> [(u64, std::time::Duration); 2] {
         self.route.engine_time()
+    }
+
+    /// The calling thread's wall time in each part of the batches so far,
+    /// in the order [`PHASES`] names them.
+    pub fn phases(&self) -> [std::time::Duration; 5] {
+        self.phases
     }
 
     /// Images decoded per route so far: hardware engine, CUDA, CPU.

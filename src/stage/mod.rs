@@ -57,7 +57,7 @@ pub(crate) mod cuda;
 mod decode_bench;
 pub(crate) mod handoff;
 
-pub use decode_bench::DecodeBench;
+pub use decode_bench::{DecodeBench, PHASES as DECODE_BENCH_PHASES};
 mod jpeg;
 mod photo;
 mod report;

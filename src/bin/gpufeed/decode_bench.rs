@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use gpufeed::stage::DecodeBench;
+use gpufeed::stage::{DECODE_BENCH_PHASES, DecodeBench};
 
 use super::ShareArg;
 
@@ -157,6 +157,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let [hw, cuda, cpu_fb, by_kernels] = m.routes;
         let ms = |k: usize| m.engine[k].1.as_secs_f64() * 1e3;
         let (inits, init_ms, call_ms) = (m.engine[0].0, ms(0), ms(1));
+        // Where a batch's time went on its thread: ms per batch by part.
+        let per_batch: Vec<f64> = m
+            .phases
+            .iter()
+            .map(|t| t.as_secs_f64() * 1e3 / m.batches.max(1) as f64)
+            .collect();
+        let parts: serde_json::Map<String, serde_json::Value> = DECODE_BENCH_PHASES
+            .iter()
+            .zip(&per_batch)
+            .map(|(name, &ms)| (name.to_string(), ms.into()))
+            .collect();
+        let said = DECODE_BENCH_PHASES
+            .iter()
+            .zip(&per_batch)
+            .map(|(name, ms)| format!("{name} {ms:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let row = serde_json::json!({
             "backend": m.describe, "hardware_share": share.to_string(),
             "share_at_end": m.share_at_end, "batch": args.common.batch,
@@ -170,14 +187,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             "sequential_kernels": kernels.sequential,
             "sequential_max_pixels": (max_pixels < u64::MAX).then_some(max_pixels),
             "engine_inits": inits, "engine_init_ms": init_ms, "engine_call_ms": call_ms,
-            "hardware_decoder": engine,
+            "hardware_decoder": engine, "ms_per_batch_by_part": parts,
         });
         if !args.json {
             println!(
                 "{}: share {share}{}, {calls} engine call(s) per batch, {in_flight} batch(es) in flight, \
                  {threads} threads: {img_s:.0} img/s, {mp_s:.0} MP/s, {cpu_ms:.3} CPU-ms per image \
                  (hardware {hw}, CUDA {cuda}, scan kernels {by_kernels}, CPU {cpu_fb}; engine state re-initialized {inits} \
-                 times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms)",
+                 times, {init_ms:.1} ms; in engine calls {call_ms:.1} ms); ms per batch: {said}",
                 m.describe,
                 match share {
                     ShareArg::Auto => format!(" (at {:.3} at the end)", m.share_at_end),
@@ -226,6 +243,11 @@ struct Measured {
     engine: [(u64, std::time::Duration); 2],
     /// The engine's share at the end, averaged over the benchmarks.
     share_at_end: f32,
+    /// The benchmarks' threads' wall time in each part of a batch
+    /// (`DECODE_BENCH_PHASES`), summed over them.
+    phases: [std::time::Duration; 5],
+    /// Timed batches, summed over the benchmarks.
+    batches: usize,
 }
 
 impl Measured {
@@ -241,6 +263,10 @@ impl Measured {
             sum.1 += t;
         }
         self.share_at_end += part.share_at_end / n as f32;
+        for (sum, t) in self.phases.iter_mut().zip(part.phases) {
+            *sum += t;
+        }
+        self.batches += part.batches;
     }
 }
 
@@ -273,6 +299,8 @@ fn measure(files: &[Vec<u8>], setting: &Setting, in_flight: usize) -> anyhow::Re
         routes: [0; 4],
         engine: Default::default(),
         share_at_end: 0.0,
+        phases: Default::default(),
+        batches: 0,
     };
     for part in parts {
         m.add(part?, in_flight);
@@ -311,12 +339,12 @@ fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Re
         let (hw, cuda, cpu) = b.routes();
         [hw, cuda, cpu, b.decoded_by_kernels()]
     };
-    let (routes0, engine0) = (routes(&b), b.engine_time());
+    let (routes0, engine0, phases0) = (routes(&b), b.engine_time(), b.phases());
     let mut pixels = 0;
     for _ in 0..s.iters {
         pixels += b.run_batch()?;
     }
-    let (routes1, engine1) = (routes(&b), b.engine_time());
+    let (routes1, engine1, phases1) = (routes(&b), b.engine_time(), b.phases());
     let routes = std::array::from_fn(|k| routes1[k] - routes0[k]);
     let engine =
         std::array::from_fn(|k| (engine1[k].0 - engine0[k].0, engine1[k].1 - engine0[k].1));
@@ -328,5 +356,7 @@ fn one(files: &[Vec<u8>], s: &Setting, start: &std::sync::Barrier) -> anyhow::Re
         routes,
         engine,
         share_at_end: b.share(),
+        phases: std::array::from_fn(|k| phases1[k] - phases0[k]),
+        batches: s.iters,
     })
 }
