@@ -609,18 +609,21 @@ for phase in "${phases[@]}"; do
         --batch 256 --epochs 2 --threads "$(nproc)"
       # The best setting and the engine's shares between the ends (issue
       # 16: none slower than the faster end), at the default's 6 in
-      # flight and the scan kernels (the default since session 52).
-      step bench-cuda-best 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
-        --dtype f16 --epochs 3 --sweep hardware-share=0,0.25,0.5,1 --sweep in-flight=6 \
+      # flight and the scan kernels (the default since session 52); auto
+      # prices the kernels since session 61 (its moves in the log).
+      GPUFEED_SHARE_LOG=1 step bench-cuda-best 180 "$bin/gpufeed" bench "$bench_data" --device cuda:0 --batch 256 \
+        --dtype f16 --epochs 3 --sweep hardware-share=0,0.25,0.5,auto,1 --sweep in-flight=6 \
         --out "$logs/best"
       # The same shares with the engine lanes in a CUDA context of their
       # own (session 61, never run; the hidden `engine_context`): nvJPEG's
       # hardware call frees memory, a free waits for its context's work,
       # and at share 0.25 beside the scan kernels the engine ran a quarter
-      # of its share-1 rate. Against `best`'s rows of the same shares.
-      step bench-cuda-engine-context 150 "$bin/gpufeed" bench "$bench_data" --device cuda:0 \
-        --batch 256 --dtype f16 --epochs 3 --sweep engine-context=1 \
-        --sweep hardware-share=0.25,0.5,1 --sweep in-flight=6 --out "$logs/engine-context"
+      # of its share-1 rate. Against `best`'s rows of the same shares; and
+      # the automatic share, which since session 61 prices the scan
+      # kernels by their lanes' busy time (its moves in the step's log).
+      GPUFEED_SHARE_LOG=1 step bench-cuda-engine-context 180 "$bin/gpufeed" bench "$bench_data" \
+        --device cuda:0 --batch 256 --dtype f16 --epochs 3 --sweep engine-context=1 \
+        --sweep hardware-share=0.25,0.5,auto,1 --sweep in-flight=6 --out "$logs/engine-context"
       full_steps
       # Decode only on the default's route (the scan kernels beside the
       # engine's share), one batch at a time and six at once as the

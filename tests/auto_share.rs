@@ -14,6 +14,8 @@ common::tests!(
     emu_automatic_share_moves_and_changes_no_pixel,
     #[cfg(feature = "kernel-emu")]
     emu_a_slow_trainer_gets_the_engine,
+    #[cfg(feature = "kernel-emu")]
+    emu_automatic_share_prices_the_scan_kernels,
     gpu_a_slow_trainer_gets_the_engine,
 );
 
@@ -26,9 +28,9 @@ fn base(device: Device) -> PipelineBuilder {
         .workers(2)
         .output_size(32, 48)
         .gpu_decode(true)
-        // The automatic share prices the CUDA share by the workers' host
-        // phases, which the scan kernels (the default route since
-        // session 52) skip; it does not model them (`sequential_kernels`).
+        // nvJPEG's CUDA route, priced by the workers' host phases; with
+        // the scan kernels (the default route since session 52) see
+        // `emu_automatic_share_prices_the_scan_kernels`.
         .sequential_kernels(false)
 }
 
@@ -73,6 +75,52 @@ fn emu_automatic_share_moves_and_changes_no_pixel() {
     assert!(a.decoded_hardware > 0, "{a:?}");
     // With share 1 fixed, only what the engine cannot take goes to CUDA.
     assert!(a.decoded_cuda > f.decoded_cuda, "{f:?}\n{a:?}");
+}
+
+/// With the scan kernels decoding the CUDA share (session 61: the share
+/// prices them by their lanes' busy time per image), the share, started
+/// at 1, first moves toward the unmeasured kernels and then steers
+/// between the two: both decode, and no sample is lost or moved against
+/// a fixed share's. Which images each route takes depends on timing, and
+/// the kernels decode as libjpeg-turbo, the emulated engine as the CPU
+/// decoder, so the pixels are not compared here (tests/kernel_routes.rs
+/// compares each route's).
+#[cfg(feature = "kernel-emu")]
+fn emu_automatic_share_prices_the_scan_kernels() {
+    let build = |auto| {
+        base(Device::Emulated)
+            .sequential_kernels(true)
+            .hardware_decode_share(1.0)
+            .hardware_decode_share_auto(auto)
+            .build()
+            .unwrap()
+    };
+    let (mut fixed, mut auto) = (build(false), build(true));
+    // Keys and labels only: a batch held would hold its device slot.
+    let seen = |p: &mut Pipeline, epoch| -> Vec<_> {
+        p.epoch(epoch)
+            .map(|b| {
+                let b = b.unwrap();
+                (b.keys().to_vec(), b.labels().to_vec())
+            })
+            .collect()
+    };
+    for epoch in 0..6 {
+        assert_eq!(
+            seen(&mut auto, epoch),
+            seen(&mut fixed, epoch),
+            "epoch {epoch}"
+        );
+    }
+    let (f, a) = (fixed.stats(), auto.stats());
+    assert_eq!(a.samples, f.samples, "{a:?}\n{f:?}");
+    assert_eq!(f.decoded_progressive, 0, "a fixed share of 1: {f:?}");
+    assert!(a.decoded_hardware > 0, "{a:?}");
+    assert!(
+        a.decoded_progressive > 0,
+        "the kernels were measured: {a:?}"
+    );
+    assert!(a.progressive_busy > std::time::Duration::ZERO, "{a:?}");
 }
 
 #[cfg(feature = "kernel-emu")]

@@ -429,8 +429,12 @@ impl PipelineBuilder {
     /// image's pixels then depends on timing, and the two round
     /// differently (about 50 dB apart), so batches are not bit-identical
     /// from run to run. Ignored without a hardware engine. With the scan
-    /// kernels on (the default) it does not steer; see
-    /// [`sequential_kernels`](Self::sequential_kernels).
+    /// kernels on (the default) they are the CUDA share's side: the share
+    /// at which the engine lanes and the kernels' lanes are busy alike,
+    /// each priced by its lanes' busy time per image (session 61,
+    /// `Costs::balance`; unmeasured on a GPU, where on the pipeline's
+    /// context every engine share between 0 and 1 ran slower than share
+    /// 0, see the hidden `engine_context`).
     pub fn hardware_decode_share_auto(mut self, yes: bool) -> Self {
         self.hardware_share_auto = yes;
         self
@@ -534,11 +538,9 @@ impl PipelineBuilder {
     /// nvJPEG's route or the CPU, as the engine's refusals do. The
     /// automatic share
     /// ([`hardware_decode_share_auto`](Self::hardware_decode_share_auto))
-    /// does not model it yet: it prices the CUDA share by the workers'
-    /// host phases, which these images skip, so it never measures that
-    /// side. Started at 0 it stays there; started above 0 it moves to
-    /// 1/16 once the engine is measured and stays (emulated device,
-    /// session 56). Pair the kernels with a fixed share.
+    /// prices this side by the kernels' lanes' busy time per image (since
+    /// session 61; before, by the workers' host phases, which these
+    /// images skip, so it stayed at 1/16).
     pub fn sequential_kernels(mut self, yes: bool) -> Self {
         self.sequential = yes;
         self

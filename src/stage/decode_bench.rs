@@ -168,7 +168,8 @@ impl DecodeBench {
         if !(progressive || sequential) {
             return self;
         }
-        let ledgers = super::routes::Ledgers::new(u64::MAX, u64::MAX);
+        let busy = self.share.kernel_busy();
+        let ledgers = super::routes::Ledgers::new(u64::MAX, u64::MAX, busy);
         // One batch at a time.
         let kinds = super::KernelLanes::new(progressive, sequential, 1);
         self.route
@@ -260,6 +261,8 @@ impl DecodeBench {
                 self.share.task(std::time::Duration::ZERO, true, None);
                 to_engine.push((k, job));
             } else if job.kernels {
+                // As above: the kernels' cost is their lanes' busy time.
+                self.share.task(std::time::Duration::ZERO, engine_ok, None);
                 to_kernels.push((k, job));
             } else {
                 to_cuda.push((k, job));

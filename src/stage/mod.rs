@@ -206,7 +206,7 @@ impl DeviceStage {
                 .map_or(u64::MAX, |total| total as u64 / KERNEL_MEMORY_SHARE),
             _ => cfg.kernel_memory,
         };
-        let ledgers = routes::Ledgers::new(cfg.decoder_memory, kernel_memory);
+        let ledgers = routes::Ledgers::new(cfg.decoder_memory, kernel_memory, share.kernel_busy());
         let (jpeg, worker_decode) =
             routes::make(&engine, cfg, &share, timeline.as_ref(), &observe, &ledgers)?;
         let t = Instant::now();

@@ -103,13 +103,19 @@ pub(super) struct Ledgers {
 
 impl Ledgers {
     /// Ledgers for a pipeline whose decoder pool may hold `pool_limit`
-    /// bytes and whose kernel lanes' buffers `kernel_limit`.
-    pub(super) fn new(pool_limit: u64, kernel_limit: u64) -> Ledgers {
+    /// bytes and whose kernel lanes' buffers `kernel_limit`; the kernel
+    /// lanes count their calls in `progressive_busy` (the engine share's,
+    /// `Share::kernel_busy`).
+    pub(super) fn new(
+        pool_limit: u64,
+        kernel_limit: u64,
+        progressive_busy: Arc<crate::cuda::lanes::Busy>,
+    ) -> Ledgers {
         Ledgers {
             route: Arc::new(Ledger::new(u64::MAX)),
             pool: Arc::new(Ledger::new(pool_limit)),
             pinned_wait: Arc::default(),
-            progressive_busy: Arc::default(),
+            progressive_busy,
             kernels: Arc::new(Ledger::new(u64::MAX)),
             kernel_limit,
         }

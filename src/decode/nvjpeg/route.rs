@@ -95,6 +95,10 @@ pub(crate) struct Share {
     /// The engine lanes' calls (`cuda::lanes::counted`): the automatic
     /// share's measure of the engine, and `Stats::engine_busy`.
     engine: Arc<crate::cuda::lanes::Busy>,
+    /// The scan kernels' lanes' calls: the automatic share's measure of
+    /// the CUDA share where those kernels decode it, and
+    /// `Stats::progressive_busy`.
+    kernels: Arc<crate::cuda::lanes::Busy>,
     auto: Option<Auto>,
 }
 
@@ -124,7 +128,11 @@ struct Estimates {
 /// Seconds per image, smoothed: the engine's (busy time per image it
 /// took), a worker's CUDA host phase per engine-supported image, and a
 /// worker's other work per task; the engine-supported share of tasks; and
-/// the pace, wall seconds per task, at which tasks were done.
+/// the pace, wall seconds per task, at which tasks were done. Where the
+/// scan kernels decode the CUDA share (`sequential_kernels`), their lanes'
+/// busy time per image they took, and the images per task they took that
+/// the engine does not support (progressive files, with
+/// `progressive_kernels`).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub(crate) struct Costs {
     pub(crate) engine: Option<f64>,
@@ -132,6 +140,8 @@ pub(crate) struct Costs {
     pub(crate) other: Option<f64>,
     pub(crate) eligible: Option<f64>,
     pub(crate) pace: Option<f64>,
+    pub(crate) kernels: Option<f64>,
+    pub(crate) kernel_other: Option<f64>,
 }
 
 /// Before both routes have been measured, the automatic share stays this
@@ -164,14 +174,34 @@ impl Costs {
     /// clamped to `[0, 1 − PROBE]` (to `[EXPLORE, 1 − EXPLORE]` while a
     /// route is unmeasured). `None` while it cannot be said (nothing
     /// measured, no engine-supported images).
+    ///
+    /// Where the scan kernels' lanes decode the CUDA share (their cost
+    /// measured), they are that side instead of the workers, whose work
+    /// then hardly depends on the share: the engine takes `x = s · e` of
+    /// the images per task, the kernels the rest of the supported ones
+    /// and `kernel_other` more, and both are busy alike when
+    ///
+    /// ```text
+    /// x · engine = (kernel_other + e − x) · kernels
+    /// s = (kernel_other + e) · kernels / (e · (engine + kernels))
+    /// ```
     pub(crate) fn balance(&self, workers: f64) -> Option<f64> {
         let (other, e) = (self.other?, self.eligible?);
-        let (lo, hi) = match (self.engine, self.host) {
+        // The CUDA share's measure: the kernels' where there is one.
+        let cuda = self.kernels.or(self.host);
+        let (lo, hi) = match (self.engine, cuda) {
             (Some(_), Some(_)) => (0.0, 1.0 - PROBE),
             _ => (EXPLORE, 1.0 - EXPLORE),
         };
-        let s = match (self.engine, self.host) {
-            (Some(engine), Some(host)) => {
+        let s = match (self.engine, self.kernels, self.host) {
+            (Some(engine), Some(kernels), _) => {
+                let den = e * (engine + kernels);
+                if e <= 0.0 || den <= 0.0 {
+                    return None;
+                }
+                (self.kernel_other.unwrap_or(0.0) + e) * kernels / den
+            }
+            (Some(engine), None, Some(host)) => {
                 let den = e * (workers * engine + host);
                 if e <= 0.0 || den <= 0.0 {
                     return None;
@@ -179,9 +209,9 @@ impl Costs {
                 (other + e * host) / den
             }
             // One side unmeasured: go toward it, to measure it.
-            (Some(_), None) => 0.0,
-            (None, Some(_)) => 1.0,
-            (None, None) => return None,
+            (Some(_), None, None) => 0.0,
+            (None, _, _) if cuda.is_some() => 1.0,
+            (None, _, _) => return None,
         };
         Some(s.clamp(lo, hi))
     }
@@ -206,7 +236,8 @@ impl Costs {
     /// until the balance holds again. Only once both routes are measured.
     pub(crate) fn share(&self, workers: f64) -> Option<f64> {
         let b = self.balance(workers)?;
-        let lean = match (self.pace, self.engine, self.host, self.eligible) {
+        let cuda = self.kernels.or(self.host);
+        let lean = match (self.pace, self.engine, cuda, self.eligible) {
             (Some(pace), Some(engine), Some(_), Some(e)) if engine > 0.0 && e > 0.0 => {
                 ENGINE_HEADROOM * pace / (e * engine)
             }
@@ -231,6 +262,8 @@ impl Costs {
             other: mix(self.other, now.other),
             eligible: mix(self.eligible, now.eligible),
             pace: now.pace.or(self.pace),
+            kernels: mix(self.kernels, now.kernels),
+            kernel_other: mix(self.kernel_other, now.kernel_other),
         };
     }
 }
@@ -250,6 +283,7 @@ impl Share {
         Share {
             bits: AtomicU32::new(share.to_bits()),
             engine: Arc::default(),
+            kernels: Arc::default(),
             auto: None,
         }
     }
@@ -261,6 +295,7 @@ impl Share {
         Share {
             bits: AtomicU32::new(start.to_bits()),
             engine: Arc::default(),
+            kernels: Arc::default(),
             auto: Some(Auto {
                 workers: workers.max(1) as f64,
                 ..Auto::default()
@@ -281,6 +316,11 @@ impl Share {
     /// Where the engine lanes count their calls.
     pub(crate) fn engine_busy(&self) -> Arc<crate::cuda::lanes::Busy> {
         self.engine.clone()
+    }
+
+    /// Where the scan kernels' lanes count their calls.
+    pub(crate) fn kernel_busy(&self) -> Arc<crate::cuda::lanes::Busy> {
+        self.kernels.clone()
     }
 
     /// The route of one image, decided once, on the worker that parsed it
@@ -326,7 +366,11 @@ impl Share {
         let hosted = a.hosted.swap(0, Relaxed);
         let eligible = a.eligible.swap(0, Relaxed);
         let (busy, taken) = self.engine.take();
+        let (kernel_busy, kernel_took) = self.kernels.take();
         let per = |s: f64, n: u64| (n > 0).then(|| s / n as f64);
+        // What the kernels took beyond the supported images the engine did
+        // not (the windows' edges do not line up exactly: never below 0).
+        let beyond = kernel_took.saturating_sub(eligible.saturating_sub(taken));
         let mut est = a.est.lock().unwrap_or_else(|p| p.into_inner());
         let wall = est.since.replace(now).map(|t| now.duration_since(t));
         let window = Costs {
@@ -335,6 +379,8 @@ impl Share {
             other: per(task_s - host_s, tasks).map(|o| o.max(0.0)),
             eligible: Some(eligible as f64 / tasks as f64),
             pace: wall.and_then(|w| per(w.as_secs_f64(), tasks)),
+            kernels: per(kernel_busy.as_secs_f64(), kernel_took),
+            kernel_other: (kernel_took > 0).then(|| beyond as f64 / tasks as f64),
         };
         let est = &mut est.costs;
         est.fold(window);
@@ -343,10 +389,11 @@ impl Share {
         if log() {
             let ms = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.3}", v * 1e3));
             eprintln!(
-                "gpufeed: engine share {s:.3} (ms per image: engine {}, host phase {}, other \
-                 work {}, pace {}; engine-supported {})",
+                "gpufeed: engine share {s:.3} (ms per image: engine {}, host phase {}, scan \
+                 kernels {}, other work {}, pace {}; engine-supported {})",
                 ms(est.engine),
                 ms(est.host),
+                ms(est.kernels),
                 ms(est.other),
                 ms(est.pace),
                 est.eligible.map_or("?".into(), |e| format!("{e:.2}")),
@@ -369,7 +416,7 @@ mod tests {
             host: Some(host),
             other: Some(other),
             eligible: Some(1.0),
-            pace: None,
+            ..Costs::default()
         }
     }
 
@@ -394,6 +441,64 @@ mod tests {
             costs(1.0, 1e-6, 0.0).balance(16.0).map(|s| s < 1e-3),
             Some(true)
         );
+    }
+
+    #[test]
+    fn with_the_scan_kernels_their_busy_time_is_the_other_side() {
+        // The engine at 10,000 img/s, the kernels at 40,000; 95 % of the
+        // images supported by the engine, the other 5 % (progressive) on
+        // the kernels whatever the share.
+        let c = Costs {
+            kernels: Some(2.5e-5),
+            kernel_other: Some(0.05),
+            eligible: Some(0.95),
+            ..costs(1e-4, 1e-3, 2e-4)
+        };
+        let s = c.balance(16.0).unwrap();
+        // Both busy alike: the engine's images against the kernels'.
+        let x = s * 0.95;
+        let (engine, kernels) = (x * 1e-4, (0.05 + 0.95 - x) * 2.5e-5);
+        assert!((engine - kernels).abs() < 1e-12, "{engine} vs {kernels}");
+        assert!((x - 0.2).abs() < 1e-12, "{x}");
+        // The workers' host phases no longer decide it, and a slower
+        // engine gets less.
+        assert_eq!(
+            Costs {
+                host: Some(1.0),
+                ..c
+            }
+            .balance(16.0),
+            Some(s)
+        );
+        assert_eq!(Costs { host: None, ..c }.balance(16.0), Some(s));
+        assert!(
+            Costs {
+                engine: Some(2e-4),
+                ..c
+            }
+            .balance(16.0)
+            .unwrap()
+                < s
+        );
+        // Measured on one side only: explore the other.
+        let k = Costs {
+            engine: None,
+            host: None,
+            ..c
+        };
+        assert_eq!(k.balance(16.0), Some(1.0 - EXPLORE));
+        let e = Costs {
+            kernels: None,
+            host: None,
+            ..c
+        };
+        assert_eq!(e.balance(16.0), Some(EXPLORE));
+        // A slow trainer leans to the engine as with the host phases.
+        let slow = Costs {
+            pace: Some(1e-3),
+            ..c
+        };
+        assert_eq!(slow.share(16.0), Some(1.0));
     }
 
     #[test]
@@ -511,6 +616,29 @@ mod tests {
         assert!(!fixed.route(true, true, 0.3));
         assert!(!fixed.route(false, true, 0.2));
         assert!(!fixed.route(true, false, 0.2));
+    }
+
+    #[test]
+    fn a_steered_share_measures_the_kernel_lanes() {
+        let share = Share::auto(1.0, 4);
+        // 64 supported images: 32 at the engine (busy 2 ms), 32 at the
+        // kernels (busy 6 ms), no host phase on a worker.
+        let (engine, kernels) = (share.engine_busy(), share.kernel_busy());
+        engine.enter(32);
+        std::thread::sleep(Duration::from_millis(2));
+        engine.exit();
+        kernels.enter(32);
+        std::thread::sleep(Duration::from_millis(6));
+        kernels.exit();
+        for _ in 0..64 {
+            share.task(Duration::from_micros(50), true, None);
+        }
+        let (s, c) = share.steer().unwrap();
+        assert!(c.kernels.unwrap() >= 6e-3 / 32.0, "{c:?}");
+        assert_eq!(c.kernel_other, Some(0.0), "all the kernels' were supported");
+        assert_eq!(c.host, None);
+        assert_eq!(s, c.balance(4.0).unwrap() as f32);
+        assert!(s > 0.0 && s < 1.0, "{c:?}");
     }
 
     #[test]
