@@ -153,19 +153,22 @@ pub(crate) fn context(index: usize) -> Result<std::sync::Arc<cudarc::driver::Cud
 /// context's streams, and nvJPEG's hardware call frees memory
 /// (`cuMemFree`, ~18 times a call, CUPTI on an H200 at 4bbffad), so on the
 /// primary context each engine call waited for every scan kernel in
-/// flight. Destroyed with its last `Arc`, after whatever holds one.
-/// Its host waits spin or block as the primary's do
-/// (`GPUFEED_CUDA_BLOCKING_SYNC`); the calling thread is left bound to
-/// `primary`.
+/// flight. Destroyed with its last `Arc`, after whatever holds one; the
+/// calling thread is left bound to `primary`.
+///
+/// Its host waits block (`CU_CTX_SCHED_BLOCKING_SYNC`), those inside
+/// nvJPEG's calls included, which gpufeed's own blocking-sync events
+/// cannot reach: the engine lanes' threads only wait there, and spinning
+/// they took 0.136 CPU-ms per image at share 1 on an H200 (0de8cfd),
+/// more than issue 16's 0.1 for everything (item 4). On the primary
+/// context the flag would be the trainer's too
+/// (`GPUFEED_CUDA_BLOCKING_SYNC`, 15 % slower there); here it is the
+/// engine's alone.
 pub(crate) fn own_context(
     primary: &std::sync::Arc<cudarc::driver::CudaContext>,
 ) -> Result<std::sync::Arc<cudarc::driver::CudaContext>> {
     use cudarc::driver::{CudaContext, sys};
-    let flags = if std::env::var("GPUFEED_CUDA_BLOCKING_SYNC").as_deref() == Ok("1") {
-        sys::CUctx_flags_enum::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint
-    } else {
-        0
-    };
+    let flags = sys::CUctx_flags_enum::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint;
     let failed = |what: &str, e: &dyn std::fmt::Debug| {
         Error::Device(format!(
             "cuda:{}: the engine's own context: {what}: {e:?}",
