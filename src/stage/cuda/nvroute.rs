@@ -135,6 +135,11 @@ impl NvRoute {
         let ctx = &engine.k.ctx;
         let meter = Meter::new(ctx, ledger.clone());
         let (own, lanes) = (lanes.own_context && lanes.count > 0, lanes.count);
+        // Dropped after the lanes' context below: a cudarc object dropped
+        // binds its context, and the context's last drop (here, where no
+        // lane was made or one failed) leaves this thread (the caller's,
+        // whose trainer uses what is current) with none.
+        let _rebind = Rebind(ctx);
         // The lanes' context, and their meter there (the same ledger).
         let (lane_ctx, lane_meter) = match own.then(|| crate::cuda::own_context(ctx)) {
             Some(Ok(c)) => (c.clone(), Meter::new(&c, ledger.clone())),
@@ -300,6 +305,17 @@ impl NvRoute {
             }
             acc
         })
+    }
+}
+
+/// Binds its context to the thread when dropped.
+struct Rebind<'a>(&'a Arc<CudaContext>);
+
+impl Drop for Rebind<'_> {
+    fn drop(&mut self) {
+        // Nothing to do on failure: the next call that needs the context
+        // binds it and reports.
+        let _ = self.0.bind_to_thread();
     }
 }
 
