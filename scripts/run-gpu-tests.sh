@@ -624,6 +624,14 @@ for phase in "${phases[@]}"; do
       GPUFEED_SHARE_LOG=1 step bench-cuda-engine-context 180 "$bin/gpufeed" bench "$bench_data" \
         --device cuda:0 --batch 256 --dtype f16 --epochs 3 --sweep engine-context=1 \
         --sweep hardware-share=0.25,0.5,auto,1 --sweep in-flight=6 --out "$logs/engine-context"
+      # Issue 16's 0.1 CPU-ms per image at the engine-dominant setting: at
+      # share 1 most of the workers' 0.12 is the progressive photos' CPU Huffman
+      # (nvJPEG's CUDA route; the engine takes baseline files only), so
+      # with them on the progressive kernels and the engine's waits
+      # blocking in its own context, what is left on the CPU.
+      GPUFEED_PROGRESSIVE_GPU=1 step bench-cuda-engine-context-progressive 90 "$bin/gpufeed" \
+        bench "$bench_data" --device cuda:0 --batch 256 --dtype f16 --epochs 3 --engine-context \
+        --hardware-share 1 --batches-in-flight 8 --json
       full_steps
       # Decode only on the default's route (the scan kernels beside the
       # engine's share), one batch at a time and six at once as the
