@@ -14,17 +14,28 @@
 //! engine decodes into a slab of its own context and each image is then
 //! copied into its place in the decode arena (`cuMemcpyPeerAsync`, which
 //! names both contexts), on the lane's stream, before the lane's wait for
-//! the call's completion. The slab grows to the largest call so far and
-//! is counted in the pipeline's nvJPEG ledger (`meter.rs`).
+//! the call's completion. The slab grows to the largest call so far (a
+//! quarter more, in whole MiB) and is counted in the pipeline's nvJPEG
+//! ledger (`meter.rs`): a second copy of the engine's share of a batch in
+//! flight per lane, beside the arenas.
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 
-use super::device_input::{grown, layout};
+use super::device_input::layout;
 use super::meter::Slab;
 use super::{Kind, Meter};
 use crate::error::{Error, Result};
+
+/// A slab for `want` bytes: a quarter more, in whole MiB, so that a call a
+/// little larger than the last does not free and allocate again (each
+/// waits for the engine's context). Not a power of two as the bitstream
+/// slabs' (`device_input.rs`): outputs of multi-megapixel photos run to
+/// gigabytes a call.
+fn grown(want: usize) -> usize {
+    want.saturating_add(want / 4).next_multiple_of(1 << 20)
+}
 
 /// One image's copy from the slab to the arena: `(to, from, bytes)`.
 pub(crate) type Delivery = (u64, u64, usize);
@@ -62,7 +73,7 @@ impl Relay {
             // Freed before allocating, so the ledger holds one.
             self.slab = None;
             self.slab = Some(
-                Slab::new(&self.meter, Kind::Device, grown(have, total)).ok_or_else(|| {
+                Slab::new(&self.meter, Kind::Device, grown(total)).ok_or_else(|| {
                     Error::Device("engine output slab refused (decoder_memory_limit)".into())
                 })?,
             );
@@ -99,5 +110,16 @@ impl Relay {
             .map_err(Error::cuda("deliver the engine's image to the arena"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slabs_grow_a_quarter_past_the_call_in_whole_mebibytes() {
+        assert_eq!(super::grown(1), 1 << 20);
+        assert_eq!(super::grown(4 << 20), 5 << 20);
+        assert_eq!(super::grown(144_000_000), 172 << 20);
+        assert!(super::grown(9_000_000_000) < 11_300_000_000);
     }
 }
