@@ -546,21 +546,26 @@ fn gpu_engine_context_changes_no_pixel() -> Outcome {
         let (g, w) = (g.images().to_host().unwrap(), w.images().to_host().unwrap());
         assert!(g.as_u8().unwrap() == w.as_u8().unwrap(), "{what}: pixels");
     });
-    let s = own.stats();
+    let (s, o) = (shared.stats(), own.stats());
     println!(
         "engine in its own context: decoded by hardware {}, CUDA {}, kernels {}, CPU fallback {}; \
-         nvJPEG device bytes {}",
-        s.decoded_hardware,
-        s.decoded_cuda,
-        s.decoded_progressive,
-        s.decoded_cpu_fallback,
-        own.memory().decoder_device_bytes
+         nvJPEG device bytes {} (shared context: {})",
+        o.decoded_hardware,
+        o.decoded_cuda,
+        o.decoded_progressive,
+        o.decoded_cpu_fallback,
+        own.memory().decoder_device_bytes,
+        shared.memory().decoder_device_bytes
     );
     if s.decoded_hardware == 0 {
-        return Err(common::NotRun(
-            "this GPU has no hardware JPEG engine".into(),
+        return Err(common::not_run(
+            "GPUFEED_REQUIRE_HW_JPEG",
+            "this GPU has no hardware JPEG engine",
         ));
     }
+    // The same images on the engine: its lanes were made and decoded in
+    // their own context, refusing what they refuse in the shared one.
+    assert_eq!(o.decoded_hardware, s.decoded_hardware, "{o:?}\n{s:?}");
     Ok(())
 }
 
