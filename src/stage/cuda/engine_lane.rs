@@ -270,40 +270,46 @@ unsafe fn targets(
     ks: &[usize],
     rois: &[Option<Roi>],
 ) -> Result<(Vec<Dest>, Vec<Delivery>)> {
-    let dst: Vec<Dest> = ks
-        .iter()
-        .zip(rois)
-        .map(|(&k, r)| Dest {
-            ptr: jobs[k].dest,
-            pitch: r.map_or(jobs[k].width, |r| r.w) as usize * 3,
-        })
-        .collect();
+    let (dst, bytes) = in_arena(jobs, ks, rois);
     let Some(relay) = &mut lane.relay else {
         return Ok((dst, Vec::new()));
     };
-    let bytes: Vec<usize> = ks
-        .iter()
-        .zip(rois)
-        .zip(&dst)
-        .map(|((&k, r), d)| d.pitch * r.map_or(jobs[k].height, |r| r.h) as usize)
-        .collect();
     // SAFETY: the caller's contract.
     let at = unsafe { relay.stage(&bytes) }?;
-    let copies = dst
-        .iter()
-        .zip(&at)
-        .zip(&bytes)
-        .map(|((d, &from), &n)| (d.ptr, from, n))
-        .collect();
-    let dst = dst
-        .iter()
-        .zip(at)
-        .map(|(d, ptr)| Dest {
-            ptr,
-            pitch: d.pitch,
+    Ok(relayed(&dst, &bytes, &at))
+}
+
+/// The arena places of the images `ks` of `jobs` decoded as `rois` say
+/// (a window is packed at its own width), and their bytes.
+fn in_arena(jobs: &[EngineJob], ks: &[usize], rois: &[Option<Roi>]) -> (Vec<Dest>, Vec<usize>) {
+    ks.iter()
+        .zip(rois)
+        .map(|(&k, r)| {
+            let (w, h) = r.map_or((jobs[k].width, jobs[k].height), |r| (r.w, r.h));
+            let pitch = w as usize * 3;
+            let dest = Dest {
+                ptr: jobs[k].dest,
+                pitch,
+            };
+            (dest, pitch * h as usize)
         })
-        .collect();
-    Ok((dst, copies))
+        .unzip()
+}
+
+/// The engine's places in the relay's slab (`at`, one per image) for the
+/// arena places `dst` of `bytes` each, and the copies to the arena.
+fn relayed(dst: &[Dest], bytes: &[usize], at: &[u64]) -> (Vec<Dest>, Vec<Delivery>) {
+    dst.iter()
+        .zip(bytes)
+        .zip(at)
+        .map(|((d, &n), &from)| {
+            let slab = Dest {
+                ptr: from,
+                pitch: d.pitch,
+            };
+            (slab, (d.ptr, from, n))
+        })
+        .unzip()
 }
 
 /// After a lane's call panicked: its stream's work done, nothing taken, so
@@ -316,5 +322,52 @@ pub(super) fn rescue() -> crate::cuda::lanes::Rescue<Lane, Vec<EngineJob>, Engin
             taken: vec![None; jobs.len()],
             bytes: jobs.into_iter().map(|j| j.bytes).collect(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(dest: u64, width: u32, height: u32) -> EngineJob {
+        EngineJob {
+            bytes: Default::default(),
+            dest,
+            width,
+            height,
+            window: None,
+            order: ((16, 16), 0),
+        }
+    }
+
+    #[test]
+    fn relayed_images_land_where_the_arena_would_have_them() {
+        // A whole image and a window, taken in the lane's order (1, 0).
+        let jobs = [job(4096, 500, 375), job(1 << 20, 640, 480)];
+        let window = Roi {
+            x: 16,
+            y: 32,
+            w: 224,
+            h: 200,
+        };
+        let (ks, rois) = ([1, 0], [Some(window), None]);
+        let (dst, bytes) = in_arena(&jobs, &ks, &rois);
+        assert_eq!(dst[0].ptr, 1 << 20);
+        assert_eq!((dst[0].pitch, bytes[0]), (224 * 3, 224 * 3 * 200));
+        assert_eq!((dst[1].ptr, dst[1].pitch), (4096, 500 * 3));
+        assert_eq!(bytes[1], 500 * 3 * 375);
+        // The slab's places, as `Relay::stage` gives them.
+        let at = [
+            0x7000_0000,
+            0x7000_0000 + bytes[0].next_multiple_of(256) as u64,
+        ];
+        let (slab, copies) = relayed(&dst, &bytes, &at);
+        for i in 0..2 {
+            // The engine writes at the slab's place with the arena's pitch,
+            // and the copy takes exactly those bytes to the arena's place.
+            assert_eq!((slab[i].ptr, slab[i].pitch), (at[i], dst[i].pitch));
+            assert_eq!(copies[i], (dst[i].ptr, at[i], bytes[i]));
+        }
+        assert!(at[0] + bytes[0] as u64 <= at[1], "no overlap in the slab");
     }
 }
