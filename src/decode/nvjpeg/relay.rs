@@ -74,7 +74,7 @@ impl Relay {
             self.slab = None;
             self.slab = Some(
                 Slab::new(&self.meter, Kind::Device, grown(total)).ok_or_else(|| {
-                    Error::Device("engine output slab refused (decoder_memory_limit)".into())
+                    Error::Device(format!("engine output slab of {total} bytes not allocated"))
                 })?,
             );
         }
