@@ -476,12 +476,13 @@ impl PipelineBuilder {
     /// call frees memory, and a free waits for every stream of its
     /// context: on the pipeline's context each engine call waited for the
     /// scan kernels in flight (about 280 ms a call beside them, 18–30 ms
-    /// alone, on an H200), which is why every engine share between 0 and 1
-    /// ran slower than both ends (issue 16, item 3). The lanes' own
-    /// context blocks in its waits instead of spinning, nvJPEG's own
-    /// included (issue 16, item 4: the lanes spent 0.136 CPU-ms per image
-    /// at share 1 on an H200), which on the pipeline's context would
-    /// change the trainer's waits too. Default false.
+    /// alone, on an H200 at 0d15f52, 2026-11-27), the likely reason every
+    /// engine share between 0 and 1 ran slower than both ends (issue 16,
+    /// item 3). The lanes' own context blocks in its waits instead of
+    /// spinning, nvJPEG's own included (issue 16, item 4: the lanes spent
+    /// 0.136 CPU-ms per image at share 1 on an H200, 0de8cfd,
+    /// 2026-11-30), which on the pipeline's context would change the
+    /// trainer's waits too. Default false.
     /// Unmeasured, so hidden until a GPU run says whether it helps
     /// (`gpufeed bench --sweep engine-context=0,1`); the batches are the
     /// same either way. The readers' page-locked blocks are made for
