@@ -14,13 +14,46 @@ use crate::jpeg::{JpegHeader, exif_orientation, parse_header};
 /// that one input cannot take seconds.
 const MAX_PIXELS: u64 = 4_000_000;
 
-/// The header parser. A header it accepts is self-consistent.
+/// The header parser. A header it accepts is self-consistent. Then the
+/// completeness check that keeps files off nvJPEG's CUDA route
+/// ([`complete`](crate::jpeg::complete)) on the same bytes.
 pub fn header(data: &[u8]) -> Option<JpegHeader> {
+    completeness(data);
     let h = parse_header(data, MAX_PIXELS).ok()?;
     assert!(h.width > 0 && h.height > 0, "accepted a zero dimension");
     assert!(u64::from(h.width) * u64::from(h.height) <= MAX_PIXELS);
     assert_eq!(h.sampling.len(), usize::from(h.components));
     Some(h)
+}
+
+/// [`complete`](crate::jpeg::complete) is decided by its walk from SOI to
+/// EOI: of a complete file, every prefix that holds that EOI is complete
+/// and every shorter one is not (the walk over a prefix is the file's
+/// until it reads past the prefix's end, and then it stops incomplete),
+/// and bytes appended after the file change nothing. The shortest
+/// complete prefix, found by halving, ends in the EOI marker. Its
+/// entropy-coded data is walked eight bytes at a time, so a marker
+/// straddling a word or the data's end shows here.
+fn completeness(data: &[u8]) {
+    use crate::jpeg::complete;
+    if !complete(data) {
+        return;
+    }
+    let (mut lo, mut hi) = (0, data.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if complete(&data[..mid]) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    assert!(hi >= 4 && data[hi - 2..hi] == [0xFF, 0xD9], "ends at EOI");
+    assert!(complete(&data[..hi]) && !complete(&data[..hi - 1]));
+    assert!(complete(&data[..hi.midpoint(data.len())]), "past EOI");
+    let mut longer = data.to_vec();
+    longer.extend(data.iter().rev().take(37));
+    assert!(complete(&longer), "bytes after the file");
 }
 
 /// The EXIF reader on a raw TIFF structure.

@@ -182,9 +182,16 @@ fn run_with(
 
 #[test]
 fn header_parser_survives_mutations() {
-    run("header", count(100_000), |b| {
+    // The harness checks `jpeg::complete` too, where the walk reaches EOI:
+    // some mutants must (a mutation past EOI, or in a segment's payload).
+    let complete = std::cell::Cell::new(0usize);
+    let n = count(100_000);
+    run("header", n, |b| {
+        complete.set(complete.get() + usize::from(gpufeed::jpeg::complete(b)));
         gpufeed::fuzz::header(b).is_some()
     });
+    println!("mutation header: {} of {n} complete", complete.get());
+    assert!(complete.get() > n / 100, "too few complete inputs");
 }
 
 #[test]
