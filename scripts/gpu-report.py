@@ -277,6 +277,12 @@ def main():
         # GPU_SKIP for a second call at the same commit: what ran to its end.
         print(" ".join(n for n, verdict, _, _ in steps(sys.argv[2]) if rank(verdict) == 2))
         return
+    if len(sys.argv) > 2 and sys.argv[1] == "--build-track":
+        # The runner's first-batch steps: what build() spent its time on,
+        # kept in the step's log in place of the whole timeline.
+        for name, ms in build_track(sys.argv[2]):
+            print(f"build track: {name} {ms:.0f} ms")
+        return
     logs = sys.argv[1] if len(sys.argv) > 1 else "gpu-logs"
     commit = os.path.join(logs, "COMMIT")
     if os.path.exists(commit):

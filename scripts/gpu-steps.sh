@@ -180,13 +180,22 @@ cupti_run() {
 
 # Issue 20's steps that more than one phase runs (a call runs each once).
 # Time to first batch: build() with NVRTC compiling the kernels into an
-# empty cache, then again loading them from it.
+# empty cache, then again loading them from it. With a timeline, whose
+# build track gpu-report.py prints: at 0de8cfd the cold build() took
+# 1,000 ms, although `doctor` had compiled progressive.cu alone in 2,997
+# ms in the call before (docs/BENCHMARKS.md), and the tracks say which
+# part of build() the compilation falls in. Only the build track is
+# kept, in the step's log: whole timelines could push the packed logs
+# past what the device tool brings back.
 first_batch_steps() {
   rm -rf "$logs/first-batch-cache"
-  local cache
+  local cache trace
   for cache in cold warm; do
+    trace=$logs/first-batch-$cache.json
     GPUFEED_KERNEL_CACHE=$logs/first-batch-cache step "first-batch-$cache" 60 "$bin/gpufeed" \
-      bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1
+      bench "$data" --device cuda:0 --batch 256 --dtype f16 --epochs 1 --trace "$trace"
+    python3 scripts/gpu-report.py --build-track "$trace" >>"$logs/first-batch-$cache.log" 2>&1
+    rm -f "$trace"
   done
 }
 # photos/full at the default, beside torchvision's pipeline.
