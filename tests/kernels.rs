@@ -15,6 +15,7 @@ common::tests!(
     kernels_compile_for_sm80_and_sm90_without_spills,
     a_broken_kernel_fails_to_compile,
     the_cache_returns_the_same_cubin,
+    files_compiled_at_once_equal_those_compiled_in_turn,
     no_device_is_an_error_not_a_panic,
 );
 
@@ -103,6 +104,42 @@ fn the_cache_returns_the_same_cubin() -> Outcome {
     assert_eq!(a.image, b.image);
     assert_eq!(b.log, "(from cache)");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    Ok(())
+}
+
+/// `compile_cached_all` (a pipeline's build() with a cold cache): each
+/// file's CUBIN as compiled alone, in the files' order, each cached, and
+/// a file that fails fails alone, named.
+fn files_compiled_at_once_equal_those_compiled_in_turn() -> Outcome {
+    need_nvrtc()?;
+    let dir = tempfile::tempdir().unwrap();
+    let sources = kernel_sources();
+    let pick = |n: &str| sources.iter().find(|(name, _)| *name == n).unwrap();
+    let (augment, pixels) = (pick("augment.cu"), pick("pixels.cu"));
+    let broken = augment.1.replacen("return t;", "return t", 1);
+    let files = [
+        ("pixels.cu", pixels.1.as_str()),
+        ("broken.cu", broken.as_str()),
+        ("augment.cu", augment.1.as_str()),
+    ];
+    let got = nvrtc::compile_cached_all(Some(dir.path()), &files, "sm_80");
+    assert_eq!(got.len(), 3);
+    match &got[1] {
+        Ok(_) => panic!("a kernel without a semicolon compiled"),
+        Err(e) => assert!(e.to_string().contains("NVRTC failed on broken.cu"), "{e}"),
+    }
+    for i in [0, 2] {
+        let (name, src) = files[i];
+        let alone = nvrtc::compile(name, src, "sm_80").unwrap();
+        let at_once = got[i].as_ref().unwrap();
+        assert!(at_once.image == alone.image, "{name}: another CUBIN");
+        let cached = nvrtc::compile_cached_in(Some(dir.path()), name, src, "sm_80").unwrap();
+        assert_eq!(
+            (cached.log.as_str(), &cached.image),
+            ("(from cache)", &alone.image)
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! The pipeline's device stage (stage.rs) drives it once per batch; the GPU
 //! tests use it directly to compare the device with the CPU reference.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
@@ -47,12 +47,14 @@ const BLOCK: u32 = 256;
 /// block per draw).
 const PHOTO_BLOCK: u32 = crate::augment::photo_cpu::LANES as u32;
 
-/// The augment kernels loaded on one device; the photometric and mix
-/// kernels are compiled and loaded at their first launch. NVRTC takes
-/// seconds over `photo.cu` (2.6 s of 3.3 s for the three files on a
-/// 2-core VM, `gpufeed doctor`), which a pipeline without photometric
-/// ops or mixup would otherwise pay in `build()` whenever the kernel cache
-/// is cold, as in a fresh container (time to first batch, issue 20).
+/// The augment kernels loaded on one device; the photometric, mix and
+/// scan kernels are loaded at their first launch, or at `prepare`, and
+/// compiled then unless [`KernelNeeds`] had them compiled beside
+/// `augment.cu`. NVRTC takes seconds over `photo.cu` (2.6 s of 3.3 s for
+/// the three files on a 2-core VM, `gpufeed doctor`), which a pipeline
+/// without photometric ops or mixup would otherwise pay in `build()`
+/// whenever the kernel cache is cold, as in a fresh container (time to
+/// first batch, issue 20).
 pub(crate) struct AugmentKernels {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -65,6 +67,24 @@ pub(crate) struct AugmentKernels {
     /// `sm_XY` the CUBIN was built for.
     pub(crate) arch: String,
     index: usize,
+    /// Files of [`KernelNeeds`] compiled beside `augment.cu`, by file
+    /// index, until their family is loaded. Boxed, as `progressive`.
+    compiled: Box<Mutex<Vec<(usize, nvrtc::Cubin)>>>,
+}
+
+/// The kernel files a pipeline will load beside `augment.cu`, which
+/// [`AugmentKernels::with`] compiles at once with it where the kernel
+/// cache lacks them (`nvrtc::compile_cached_all`; time to first batch,
+/// issue 20). Each family is still loaded where it was: at `prepare`, or
+/// at its first use.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KernelNeeds {
+    /// `photo.cu`: a view with photometric ops.
+    pub(crate) photo: bool,
+    /// `mix.cu`: mixup or cutmix.
+    pub(crate) mix: bool,
+    /// `progressive.cu` and `pixels.cu`: the scan kernels' lanes.
+    pub(crate) scans: bool,
 }
 
 thread_local! {
@@ -85,6 +105,14 @@ impl AugmentKernels {
     /// Compile (or fetch from the cache) and load the kernels on device
     /// `index`. Errors, never panics, when there is no driver or device.
     pub(crate) fn new(index: usize) -> Result<AugmentKernels> {
+        Self::with(index, KernelNeeds::default())
+    }
+
+    /// [`new`](Self::new), with the files of `needs` compiled at the same
+    /// time as `augment.cu` (loaded later, as without them). A file that
+    /// fails here is compiled again where its family is loaded, which
+    /// reports the error.
+    pub(crate) fn with(index: usize, needs: KernelNeeds) -> Result<AugmentKernels> {
         let devs = devices()?;
         let dev = devs
             .get(index)
@@ -92,7 +120,33 @@ impl AugmentKernels {
         let (major, minor) = dev.compute_capability;
         let arch = format!("sm_{major}{minor}");
         let ctx = super::context(index)?;
-        let funcs = load(&ctx, index, &arch, AUGMENT_FILE, &AUGMENT_KERNELS)?;
+        let mut files = vec![AUGMENT_FILE];
+        files.extend(needs.photo.then_some(PHOTO_FILE));
+        files.extend(needs.mix.then_some(MIX_FILE));
+        if needs.scans {
+            files.extend([PROGRESSIVE_FILE, PIXELS_FILE]);
+        }
+        let sources = kernel_sources();
+        let named: Vec<(&str, &str)> = files
+            .iter()
+            .map(|&f| (sources[f].0, sources[f].1.as_str()))
+            .collect();
+        let dir = nvrtc::kernel_cache_dir();
+        let mut cubins = nvrtc::compile_cached_all(dir.as_deref(), &named, &arch).into_iter();
+        let augment = cubins
+            .next()
+            .ok_or_else(|| Error::Device("NVRTC: augment.cu not compiled".into()))??;
+        let funcs = load(
+            &ctx,
+            index,
+            &arch,
+            AUGMENT_FILE,
+            &AUGMENT_KERNELS,
+            Some(augment),
+        )?;
+        let compiled = (files[1..].iter().zip(cubins))
+            .filter_map(|(&f, c)| Some((f, c.ok()?)))
+            .collect();
         let stream = ctx.new_stream().map_err(Error::cuda("stream"))?;
         Ok(AugmentKernels {
             ctx,
@@ -103,7 +157,21 @@ impl AugmentKernels {
             progressive: OnceLock::new(),
             arch,
             index,
+            compiled: Box::new(Mutex::new(compiled)),
         })
+    }
+
+    /// File `file`'s kernels `entries`, from its CUBIN compiled in
+    /// [`with`](Self::with) or else compiled (or fetched from the cache)
+    /// now.
+    fn load(&self, file: usize, entries: &[&str]) -> Result<Vec<CudaFunction>> {
+        let pre = {
+            let mut c = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+            c.iter()
+                .position(|(f, _)| *f == file)
+                .map(|at| c.swap_remove(at).1)
+        };
+        load(&self.ctx, self.index, &self.arch, file, entries, pre)
     }
 
     /// Device 0's kernels, made once per thread and kept: the tests'
@@ -140,20 +208,8 @@ impl AugmentKernels {
         if let Some(k) = self.progressive.get() {
             return Ok((**k).clone());
         }
-        let mut scan = load(
-            &self.ctx,
-            self.index,
-            &self.arch,
-            PROGRESSIVE_FILE,
-            &super::PROGRESSIVE_KERNELS,
-        )?;
-        let mut px = load(
-            &self.ctx,
-            self.index,
-            &self.arch,
-            PIXELS_FILE,
-            &super::PIXELS_KERNELS,
-        )?;
+        let mut scan = self.load(PROGRESSIVE_FILE, &super::PROGRESSIVE_KERNELS)?;
+        let mut px = self.load(PIXELS_FILE, &super::PIXELS_KERNELS)?;
         let split = [
             scan.remove(1),
             scan.remove(1),
@@ -180,7 +236,7 @@ impl AugmentKernels {
         if let Some(f) = cell.get() {
             return Ok(f);
         }
-        let f = load(&self.ctx, self.index, &self.arch, file, entries)?;
+        let f = self.load(file, entries)?;
         // Another thread may have loaded it meanwhile: either will do.
         Ok(cell.get_or_init(|| f))
     }
@@ -337,17 +393,24 @@ impl AugmentKernels {
     }
 }
 
-/// Compile (or fetch from the cache) kernel file `file` for `arch` and load
-/// its `entries` on `ctx` (device `index`, for messages).
+/// Load kernel file `file`'s `entries` on `ctx` (device `index`, for
+/// messages) from `cubin`, or else from the file compiled (or fetched
+/// from the cache) for `arch` now.
 fn load(
     ctx: &Arc<CudaContext>,
     index: usize,
     arch: &str,
     file: usize,
     entries: &[&str],
+    cubin: Option<nvrtc::Cubin>,
 ) -> Result<Vec<CudaFunction>> {
-    let (name, src) = kernel_sources().swap_remove(file);
-    let cubin = nvrtc::compile_cached(name, &src, arch)?;
+    let cubin = match cubin {
+        Some(c) => c,
+        None => {
+            let (name, src) = kernel_sources().swap_remove(file);
+            nvrtc::compile_cached(name, &src, arch)?
+        }
+    };
     let module = ctx
         .load_module(Ptx::from_binary(cubin.image))
         .map_err(Error::cuda("load CUBIN"))?;

@@ -635,9 +635,15 @@ impl PipelineBuilder {
             return Err(Error::Config("no source".into()));
         };
         let began = std::time::Instant::now();
+        // The kernel files this pipeline will load, compiled at once.
+        let needs = crate::cuda::launch::KernelNeeds {
+            photo: views.iter().any(|v| v.photo.any()),
+            mix: self.mixup.is_some(),
+            scans: self.gpu_decode && (self.progressive || self.sequential),
+        };
         let engine = match self.device {
             Device::Cpu => None,
-            Device::Auto => match CudaEngine::new(0) {
+            Device::Auto => match CudaEngine::new(0, needs) {
                 Ok(e) => Some(Engine::Cuda(e)),
                 Err(e) => {
                     static NOTICE: Once = Once::new();
@@ -645,11 +651,13 @@ impl PipelineBuilder {
                     None
                 }
             },
-            Device::Cuda(i) => Some(Engine::Cuda(CudaEngine::new(i).map_err(|e| match e {
-                Error::Device(m) if m.starts_with("cuda:") => Error::Device(m),
-                Error::Device(m) => Error::Device(format!("cuda:{i}: {m}")),
-                other => other,
-            })?)),
+            Device::Cuda(i) => Some(Engine::Cuda(CudaEngine::new(i, needs).map_err(
+                |e| match e {
+                    Error::Device(m) if m.starts_with("cuda:") => Error::Device(m),
+                    Error::Device(m) => Error::Device(format!("cuda:{i}: {m}")),
+                    other => other,
+                },
+            )?)),
             #[cfg(feature = "kernel-emu")]
             Device::Emulated => Some(Engine::Emu(crate::stage::EmuDevice)),
         };

@@ -296,10 +296,11 @@ impl std::fmt::Debug for CudaEngine {
 }
 
 impl CudaEngine {
-    /// Open device `index` and load the kernels; an error (never a panic)
+    /// Open device `index` and load the kernels, those of `needs`
+    /// compiled at the same time (`KernelNeeds`); an error (never a panic)
     /// without a driver or device.
-    pub(crate) fn new(index: usize) -> Result<CudaEngine> {
-        let k = AugmentKernels::new(index)?;
+    pub(crate) fn new(index: usize, needs: crate::cuda::launch::KernelNeeds) -> Result<CudaEngine> {
+        let k = AugmentKernels::with(index, needs)?;
         let name = k.ctx.name().unwrap_or_else(|_| format!("cuda:{index}"));
         Ok(CudaEngine {
             k,

@@ -120,7 +120,7 @@ impl DecodeBench {
             .collect();
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         let arena: usize = sizes.iter().cycle().take(batch).sum();
-        let engine = super::cuda::CudaEngine::new(index)?;
+        let engine = super::cuda::CudaEngine::new(index, Default::default())?;
         let arena = engine.alloc_arena(arena)?;
         let cpu = crate::decode::CpuDecoder::new(false);
         let share = match hardware_share {
