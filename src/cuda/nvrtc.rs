@@ -163,10 +163,11 @@ pub fn compile_cached_in(
 /// results in `files`' order. NVRTC compiles distinct programs from
 /// several threads (NVRTC User Guide, "Thread Safety": only calls on one
 /// program must not race), so a cold cache costs about the slowest file
-/// rather than the sum: at 0de8cfd a pipeline's build() compiled
-/// `augment.cu`, `progressive.cu` and `pixels.cu` in turn, 0.8 + 3.7 + 0.5
-/// s on a 2-core VM (time to first batch, issue 20). A thread that cannot
-/// be started leaves its file to this one.
+/// rather than the sum: a default pipeline's `augment.cu`,
+/// `progressive.cu` and `pixels.cu` took 3.2 s one after another and 2.6
+/// s at once on a 2-core VM (2026-12-01, docs/BENCHMARKS.md; time to
+/// first batch, issue 20). A thread that cannot be started leaves its
+/// file to this one.
 pub fn compile_cached_all(
     dir: Option<&std::path::Path>,
     files: &[(&str, &str)],
