@@ -6,21 +6,27 @@
 //! Source ─► Sampler ─► readers ─► header parse ─► decode ─► augment ─► Batch
 //! (files)   (epoch     (threads,  (dims, EXIF,    (CPU      (crop,     (images,
 //!            order,     bytes      pixel limit)    threads;  resize,    labels,
-//!            shards)    only)                      or        flip,      keys)
-//!                                                  nvJPEG    normalize,
-//!                                                  on the    cast: CUDA
-//!                                                  GPU)      kernel or CPU)
+//!            shards)    only)                      or on     flip,      keys)
+//!                                                  the GPU:  normalize,
+//!                                                  scan      cast: CUDA
+//!                                                  kernels,  kernel or CPU)
+//!                                                  nvJPEG)
 //! ```
 //!
 //! On the CUDA backend ([`Device::Cuda`], or [`Device::Auto`] with a usable
-//! GPU) nvJPEG decodes the JPEGs it supports on the GPU (the hardware JPEG
-//! engine decodes only the crop window), the crops of images decoded on CPU
-//! threads are staged in pinned memory, and one kernel launch per view spec
-//! produces the batch in device memory, `prefetch` batches ahead of the
-//! trainer ([`Epoch::ready`]): the
-//! trainer gets a zero-copy view ([`Tensor::cuda_f16`] and friends, or
-//! [`Tensor::device_ptr`]) and an event to wait on ([`Batch::event`]).
-//! Dropping the [`Batch`] gives its buffers back to the pipeline.
+//! GPU) JPEGs decode on the GPU: sequential ones with gpufeed's own scan
+//! kernels ([`PipelineBuilder::sequential_kernels`], on by default),
+//! progressive ones with nvJPEG (their Huffman decoding on the worker
+//! threads, on the GPU from 1 MP), and a share of them on the hardware
+//! JPEG engine where the GPU has one
+//! ([`PipelineBuilder::hardware_decode_share`], default 0), which decodes
+//! only the crop window. The crops of images decoded on CPU threads (what
+//! no GPU route takes) are staged in pinned memory, and one kernel launch
+//! per view spec produces the batch in device memory, `prefetch` batches
+//! ahead of the trainer ([`Epoch::ready`]): the trainer gets a zero-copy
+//! view ([`Tensor::cuda_f16`] and friends, or [`Tensor::device_ptr`]) and
+//! an event to wait on ([`Batch::event`]). Dropping the [`Batch`] gives
+//! its buffers back to the pipeline.
 //!
 //! A [`Source`] lists `(file, label)` pairs; a [`Pipeline`] built from it runs
 //! reader and decode threads and yields [`Batch`]es per epoch. Every random

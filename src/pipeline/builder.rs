@@ -380,10 +380,14 @@ impl PipelineBuilder {
         self
     }
 
-    /// Decode JPEGs with nvJPEG on the CUDA backend (the hardware engine
-    /// where the GPU has one, else CUDA); what nvJPEG refuses, and images
-    /// that need EXIF rotation, are decoded on CPU threads. Default true;
-    /// false decodes everything on CPU threads. Ignored on the CPU backend.
+    /// Decode JPEGs on the GPU on the CUDA backend: sequential ones with
+    /// gpufeed's scan kernels (see
+    /// [`sequential_kernels`](Self::sequential_kernels)), the rest with
+    /// nvJPEG, and the hardware engine's share (see
+    /// [`hardware_decode_share`](Self::hardware_decode_share)) on the
+    /// engine; what none of them takes, and images that need EXIF
+    /// rotation, are decoded on CPU threads. Default true; false decodes
+    /// everything on CPU threads. Ignored on the CPU backend.
     pub fn gpu_decode(mut self, yes: bool) -> Self {
         self.gpu_decode = yes;
         self
