@@ -48,7 +48,11 @@ fn kind(comm: &str, main: bool) -> &'static str {
         c if c.starts_with("gpufeed-cpu") => "workers",
         c if c.starts_with("gpufeed-batch") => "batch thread",
         c if c.starts_with("gpufeed-engine") || c.starts_with("gpufeed-emu-en") => "engine lanes",
-        c if c.starts_with("gpufeed-progre") => "progressive lanes",
+        // The emulated lanes' `gpufeed-emu-progressive-N` keeps its first
+        // 15 bytes.
+        c if c.starts_with("gpufeed-progre") || c.starts_with("gpufeed-emu-pro") => {
+            "progressive lanes"
+        }
         _ => "other",
     }
 }
@@ -108,6 +112,7 @@ mod tests {
         assert_eq!(super::kind("gpufeed-engine-", false), "engine lanes");
         assert_eq!(super::kind("gpufeed-emu-eng", false), "engine lanes");
         assert_eq!(super::kind("gpufeed-progres", false), "progressive lanes");
+        assert_eq!(super::kind("gpufeed-emu-pro", false), "progressive lanes");
         assert_eq!(super::kind("gpufeed", true), "consumer");
         assert_eq!(super::kind("cuda-EvtHandlr", false), "other");
     }
