@@ -15,6 +15,8 @@ common::tests!(
     kernels_compile_for_sm80_and_sm90_without_spills,
     a_broken_kernel_fails_to_compile,
     the_cache_returns_the_same_cubin,
+    a_cut_cached_cubin_is_compiled_again,
+    threads_compiling_one_file_leave_one_whole_cubin,
     files_compiled_at_once_equal_those_compiled_in_turn,
     no_device_is_an_error_not_a_panic,
 );
@@ -32,12 +34,18 @@ fn need_nvrtc() -> Outcome {
 fn kernels_compile_for_sm80_and_sm90_without_spills() -> Outcome {
     need_nvrtc()?;
     println!("NVRTC {:?}", nvrtc::version().unwrap());
+    // Through a cache of its own: each CUBIN must be taken back from it
+    // (its ELF headers tell a whole file).
+    let dir = tempfile::tempdir().unwrap();
     for arch in ["sm_80", "sm_90"] {
         for (name, src) in kernel_sources() {
-            let cubin = nvrtc::compile(name, &src, arch).unwrap_or_else(|e| panic!("{e}"));
+            let cubin = nvrtc::compile_cached_in(Some(dir.path()), name, &src, arch)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(cubin.image.len() > 1000, "{name} {arch}: tiny CUBIN");
             // An ELF image, not PTX text.
             assert_eq!(&cubin.image[..4], b"\x7fELF", "{name} {arch}: not a CUBIN");
+            let cached = nvrtc::compile_cached_in(Some(dir.path()), name, &src, arch).unwrap();
+            assert_eq!(cached.log, "(from cache)", "{name} {arch}: compiled again");
             // Seen on an H100 box (2026-11-22, its CUDA 13.0 toolkit's
             // NVRTC): an empty log for sm_90 after the sm_80 compile. The
             // CUBIN is checked above; the spill check needs the report,
@@ -104,6 +112,63 @@ fn the_cache_returns_the_same_cubin() -> Outcome {
     assert_eq!(a.image, b.image);
     assert_eq!(b.log, "(from cache)");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    Ok(())
+}
+
+/// A cached CUBIN cut short (a full disk, or an older gpufeed's racing
+/// threads) is compiled again and rewritten, not handed to the driver.
+fn a_cut_cached_cubin_is_compiled_again() -> Outcome {
+    need_nvrtc()?;
+    let dir = tempfile::tempdir().unwrap();
+    let (name, src) = &kernel_sources()[4];
+    let whole = nvrtc::compile_cached_in(Some(dir.path()), name, src, "sm_80").unwrap();
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(std::fs::read(&file).unwrap(), whole.image);
+    for keep in [whole.image.len() - 1, whole.image.len() / 2, 60, 3, 0] {
+        std::fs::write(&file, &whole.image[..keep]).unwrap();
+        let again = nvrtc::compile_cached_in(Some(dir.path()), name, src, "sm_80").unwrap();
+        assert_ne!(
+            again.log,
+            "(from cache)",
+            "{keep} bytes of {}",
+            whole.image.len()
+        );
+        assert_eq!(again.image, whole.image);
+        assert_eq!(std::fs::read(&file).unwrap(), whole.image, "not rewritten");
+    }
+    let cached = nvrtc::compile_cached_in(Some(dir.path()), name, src, "sm_80").unwrap();
+    assert_eq!(cached.log, "(from cache)");
+    Ok(())
+}
+
+/// Threads compiling one file into a cold cache at once (`cargo test`'s
+/// GPU tests build pipelines on parallel threads) each get the CUBIN, and the cache
+/// ends with that one file and no temporaries. Each thread's temporary has
+/// a name of its own: with one per process, a rename could publish a file
+/// that another thread was still writing. That window is too narrow for
+/// this test to hit reliably (6 runs with the old name passed on 2 cores);
+/// a reader of such a file now compiles again
+/// (`a_cut_cached_cubin_is_compiled_again`).
+fn threads_compiling_one_file_leave_one_whole_cubin() -> Outcome {
+    need_nvrtc()?;
+    let dir = tempfile::tempdir().unwrap();
+    let (name, src) = &kernel_sources()[4];
+    let alone = nvrtc::compile(name, src, "sm_80").unwrap();
+    let files = vec![(*name, src.as_str()); 4];
+    for got in nvrtc::compile_cached_all(Some(dir.path()), &files, "sm_80") {
+        assert!(got.unwrap().image == alone.image, "another CUBIN");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(std::fs::read(&left[0]).unwrap() == alone.image);
     Ok(())
 }
 

@@ -123,7 +123,7 @@ pub fn compile(name: &str, src: &str, arch: &str) -> Result<Cubin> {
 
 /// Compile through the disk cache: `$GPUFEED_KERNEL_CACHE`, else
 /// `$XDG_CACHE_HOME/gpufeed`, else `~/.cache/gpufeed`. A cache that cannot
-/// be read or written only costs a recompile.
+/// be read or written, or a cached file cut short, only costs a recompile.
 pub fn compile_cached(name: &str, src: &str, arch: &str) -> Result<Cubin> {
     compile_cached_in(kernel_cache_dir().as_deref(), name, src, arch)
 }
@@ -141,6 +141,7 @@ pub fn compile_cached_in(
     let path = dir.map(|d| d.join(format!("{name}-{arch}-{key:016x}.cubin")));
     if let Some(p) = &path
         && let Ok(image) = std::fs::read(p)
+        && whole_elf(&image)
     {
         let log = String::from("(from cache)");
         return Ok(Cubin { image, log });
@@ -151,12 +152,68 @@ pub fn compile_cached_in(
             let _ = std::fs::create_dir_all(dir);
         }
         // Write then rename, so a concurrent reader never sees half a file.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        // The temporary name is this call's alone: with the process's id
+        // only, two threads compiling one file into a cold cache (`cargo
+        // test`'s GPU tests on a user's box build pipelines on parallel
+        // threads) wrote one temporary,
+        // and the first rename could publish it while the second was
+        // still writing it.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = p.with_extension(format!("tmp{}-{call}", std::process::id()));
         if std::fs::write(&tmp, &cubin.image).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
+            if std::fs::rename(&tmp, p).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        } else {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
     Ok(cubin)
+}
+
+/// Whether `image` is a whole 64-bit ELF file as far as its headers tell:
+/// the magic, both header tables, and every section with contents inside
+/// the file. A cached CUBIN that fails this (cut short by a full disk, or
+/// written by an older gpufeed's racing threads) is compiled again rather
+/// than handed to the driver, which would refuse it for as long as the
+/// file stays. ptxas writes the program headers last, after the section
+/// headers (NVRTC 13.0, every kernel file for sm_80 and sm_90). Fields
+/// per the System V ABI, "ELF Header" and "Sections", little-endian as
+/// CUDA's ELFCLASS64 images are: `e_phoff` at byte 32, `e_shoff` at 40,
+/// `e_phentsize`, `e_phnum`, `e_shentsize`, `e_shnum` at 54 to 60; a
+/// section's `sh_type` at 4, `sh_offset` at 24, `sh_size` at 32.
+fn whole_elf(image: &[u8]) -> bool {
+    const NOBITS: u32 = 8;
+    let int = |at: usize, n: usize| {
+        let b = image.get(at..at.checked_add(n)?)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| v << 8 | u64::from(x)))
+    };
+    let within = |at: u64, len: u64| {
+        at.checked_add(len)
+            .is_some_and(|end| end <= image.len() as u64)
+    };
+    let table = |off: usize, entsize: usize, num: usize| {
+        let (off, entsize, num) = (int(off, 8)?, int(entsize, 2)?, int(num, 2)?);
+        within(off, entsize * num).then_some((off, entsize, num))
+    };
+    if !image.starts_with(b"\x7fELF\x02\x01") || table(32, 54, 56).is_none() {
+        return false;
+    }
+    let Some((shoff, shentsize, shnum)) = table(40, 58, 60) else {
+        return false;
+    };
+    shnum > 0
+        && shentsize >= 40
+        && (0..shnum).all(|i| {
+            let at = (shoff + i * shentsize) as usize;
+            let (Some(kind), Some(off), Some(size)) =
+                (int(at + 4, 4), int(at + 24, 8), int(at + 32, 8))
+            else {
+                return false;
+            };
+            kind == u64::from(NOBITS) || within(off, size)
+        })
 }
 
 /// [`compile_cached_in`] over several files at once, a thread each, the
@@ -273,6 +330,50 @@ mod tests {
             c.spills(),
             vec![("k2".to_string(), 12), ("k2".to_string(), 4)]
         );
+    }
+
+    /// An ELF64 file of `len` bytes: `count` section headers of 64 bytes
+    /// at `shoff`, each a section of 16 bytes at 64, and 2 program headers
+    /// of 56 bytes at `phoff`.
+    fn elf(shoff: u64, count: u16, phoff: u64, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 4096];
+        f[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        f[32..40].copy_from_slice(&phoff.to_le_bytes());
+        f[40..48].copy_from_slice(&shoff.to_le_bytes());
+        f[54..56].copy_from_slice(&56u16.to_le_bytes());
+        f[56..58].copy_from_slice(&2u16.to_le_bytes());
+        f[58..60].copy_from_slice(&64u16.to_le_bytes());
+        f[60..62].copy_from_slice(&count.to_le_bytes());
+        for i in 0..count as usize {
+            let at = (shoff as usize).saturating_add(i * 64);
+            if at.saturating_add(40) <= f.len() {
+                f[at + 24..at + 32].copy_from_slice(&64u64.to_le_bytes());
+                f[at + 32..at + 40].copy_from_slice(&16u64.to_le_bytes());
+            }
+        }
+        f.truncate(len);
+        f
+    }
+
+    #[test]
+    fn a_cubin_is_whole_when_its_headers_and_sections_are_in_the_file() {
+        // ptxas's layout: sections, section headers, program headers.
+        assert!(whole_elf(&elf(1000, 3, 1192, 1304)));
+        assert!(!whole_elf(&elf(1000, 3, 1192, 1303)), "program headers cut");
+        assert!(!whole_elf(&elf(1000, 3, 1192, 1191)), "section headers cut");
+        assert!(!whole_elf(&elf(1000, 0, 1192, 1304)), "no sections");
+        assert!(!whole_elf(&elf(u64::MAX, 3, 1192, 1304)));
+        assert!(!whole_elf(&elf(1000, 3, u64::MAX - 8, 1304)));
+        assert!(!whole_elf(&elf(1000, 3, 1192, 50)));
+        assert!(!whole_elf(b""));
+        let mut past = elf(1000, 3, 1192, 1304);
+        past[1000 + 64 + 32..1000 + 64 + 40].copy_from_slice(&4096u64.to_le_bytes());
+        assert!(!whole_elf(&past), "a section past the end");
+        past[1000 + 64 + 4] = 8;
+        assert!(whole_elf(&past), "NOBITS takes no room in the file");
+        let mut narrow = elf(1000, 3, 1192, 1304);
+        narrow[4] = 1;
+        assert!(!whole_elf(&narrow), "a 32-bit ELF");
     }
 
     #[test]
