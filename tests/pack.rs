@@ -50,7 +50,7 @@ fn pack_writes_shards_that_bench_reads() {
         assert!(
             std::fs::read_to_string(&idx)
                 .unwrap()
-                .starts_with("gpufeed-wds-index 1 ")
+                .starts_with("gpufeed-wds-index 2 ")
         );
     }
 }

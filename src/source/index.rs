@@ -9,15 +9,22 @@
 //! pack`, or in a cache folder when built on first open):
 //!
 //! ```text
-//! gpufeed-wds-index 1 SHARD_BYTES
+//! gpufeed-wds-index 2 SHARD_BYTES MEMBERS
 //! OFFSET<TAB>LEN<TAB>NAME<TAB>LABEL
 //! ```
 //!
-//! one line per file member in shard order. `NAME` escapes `%`, tab, CR and
-//! LF as `%25`, `%09`, `%0D`, `%0A`; `LABEL` is the `cls` member's value,
-//! `!` for a `cls` member that is not a non-negative integer, `-` for other
-//! members. An index whose `SHARD_BYTES` differs from the shard's size is
-//! stale and ignored.
+//! one line per file member in shard order, each ending in LF. `NAME`
+//! escapes `%`, tab, CR and LF as `%25`, `%09`, `%0D`, `%0A`; `LABEL` is
+//! the `cls` member's value, `!` for a `cls` member that is not a
+//! non-negative integer, `-` for other members. An index whose
+//! `SHARD_BYTES` differs from the shard's size is stale and ignored.
+//!
+//! An index file cut short (a crash or a full disk while it was written)
+//! is ignored too, and the shard walked: the header's `MEMBERS` must count
+//! the lines, and the last line must end. Version 1 had no count, so a
+//! file cut at a line's end read as a shard with fewer members (its
+//! samples lost without a word), and one cut inside a label as another
+//! label; version 1 files are ignored, and `gpufeed index` rewrites them.
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -27,7 +34,7 @@ use super::{LeftOut, Member, Sample};
 /// Image members, by extension.
 pub(crate) const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
 
-const MAGIC: &str = "gpufeed-wds-index 1";
+const MAGIC: &str = "gpufeed-wds-index 2";
 
 /// A `cls` member's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +114,24 @@ pub(crate) fn beside(shard: &Path) -> std::path::PathBuf {
     s.into()
 }
 
+/// Write `bytes` to `file` through a temporary beside it and a rename, so
+/// that a reader finds the old file or the whole new one. The temporary's
+/// name is this call's alone: with the process's id only, two threads
+/// writing one index shared one, and a rename could publish it while the
+/// other thread was still writing.
+pub(crate) fn write_atomic(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut tmp = file.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}-{call}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 fn escape(name: &str) -> String {
     let mut s = String::with_capacity(name.len());
     for c in name.chars() {
@@ -131,7 +156,7 @@ fn unescape(name: &str) -> String {
 impl Index {
     /// The index file's text.
     pub(crate) fn to_text(&self) -> String {
-        let mut s = format!("{MAGIC} {}\n", self.shard_bytes);
+        let mut s = format!("{MAGIC} {} {}\n", self.shard_bytes, self.entries.len());
         for e in &self.entries {
             let label = match e.label {
                 Label::None => "-".to_string(),
@@ -144,10 +169,21 @@ impl Index {
     }
 
     /// Parse an index file; `None` when it is not one (another version,
-    /// a damaged line). A damaged index is rebuilt, never trusted.
+    /// a damaged line, a file cut short). A damaged index is rebuilt,
+    /// never trusted.
     pub(crate) fn parse(text: &str) -> Option<Index> {
+        if !text.ends_with('\n') {
+            return None;
+        }
         let mut lines = text.lines();
-        let shard_bytes = lines.next()?.strip_prefix(MAGIC)?.trim().parse().ok()?;
+        let mut head = lines.next()?.strip_prefix(MAGIC)?.split(' ');
+        let (Some(""), Some(shard_bytes), Some(members), None) =
+            (head.next(), head.next(), head.next(), head.next())
+        else {
+            return None;
+        };
+        let (shard_bytes, members) = (shard_bytes.parse().ok()?, members.parse::<usize>().ok()?);
+        // Not reserved from `members`: a damaged count must not allocate.
         let mut entries = Vec::new();
         for line in lines {
             let mut f = line.split('\t');
@@ -167,7 +203,7 @@ impl Index {
                 label,
             });
         }
-        Some(Index {
+        (entries.len() == members).then_some(Index {
             shard_bytes,
             entries,
         })
@@ -321,5 +357,67 @@ mod tests {
         // Damaged or foreign text is refused, never half-read.
         assert_eq!(Index::parse(&text.replace("3000", "x")), None);
         assert_eq!(Index::parse("gpufeed-wds-index 2 10\n"), None);
+        assert_eq!(Index::parse("gpufeed-wds-index 2 10 0 1\n"), None);
+        assert_eq!(Index::parse("gpufeed-wds-index 2  10 0\n"), None);
+        assert_eq!(
+            Index::parse("gpufeed-wds-index 2 10 0\n").map(|ix| ix.entries.len()),
+            Some(0)
+        );
+        // Version 1 (no member count) is another version.
+        assert_eq!(Index::parse("gpufeed-wds-index 1 10240\n"), None);
+    }
+
+    /// A file cut anywhere (a crash or a full disk while `gpufeed index`
+    /// wrote it) is refused: no prefix of an index's text reads as an
+    /// index with fewer members or another label.
+    #[test]
+    fn a_cut_index_is_refused_at_every_length() {
+        let index = Index {
+            shard_bytes: 1 << 20,
+            entries: (0..40u32)
+                .map(|i| Entry {
+                    name: format!("s{i:03}.{}", if i % 2 == 0 { "jpg" } else { "cls" }),
+                    offset: 512 + 1024 * u64::from(i),
+                    len: 512,
+                    label: if i % 2 == 0 {
+                        Label::None
+                    } else {
+                        Label::Value(100 + i)
+                    },
+                })
+                .collect(),
+        };
+        let text = index.to_text();
+        for cut in 0..text.len() {
+            assert_eq!(
+                Index::parse(&text[..cut]),
+                None,
+                "cut at {cut} of {}",
+                text.len()
+            );
+        }
+        assert_eq!(Index::parse(&text), Some(index));
+    }
+
+    #[test]
+    fn atomic_writes_leave_the_whole_file_and_no_temporaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("shard.tar.idx");
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                let file = &file;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        write_atomic(file, &[t; 4096]).unwrap();
+                    }
+                });
+            }
+        });
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(bytes.len() == 4096 && bytes.iter().all(|&b| b == bytes[0]));
+        let missing = dir.path().join("no/such/folder/x.idx");
+        assert!(write_atomic(&missing, b"x").is_err());
     }
 }

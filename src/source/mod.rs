@@ -138,7 +138,7 @@ pub fn index_shards<S: AsRef<str>>(
                 source,
             };
             let ix = index::scan_file(path).map_err(io)?;
-            std::fs::write(index::beside(path), ix.to_text()).map_err(io)?;
+            index::write_atomic(&index::beside(path), ix.to_text().as_bytes()).map_err(io)?;
             Ok((n.clone(), ix.entries.len()))
         })
         .collect()

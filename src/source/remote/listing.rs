@@ -133,11 +133,8 @@ impl Store {
 }
 
 fn write_atomic(file: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = file.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file)
+    std::fs::create_dir_all(file.parent().unwrap_or(std::path::Path::new(".")))?;
+    crate::source::index::write_atomic(file, bytes)
 }
 
 /// A URL's objects: itself, or those its `*` pattern matches (listed
