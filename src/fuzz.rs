@@ -188,8 +188,19 @@ pub fn shard(data: &[u8]) -> Option<usize> {
         shard_bytes: data.len() as u64,
         entries,
     };
-    let back = Index::parse(&ix.to_text()).expect("an index's own text parses");
+    let text = ix.to_text();
+    let back = Index::parse(&text).expect("an index's own text parses");
     assert_eq!(back, ix, "the index text gives back what the walk found");
+    // An index file cut short is refused, never read as fewer members or
+    // another label (format 2); where the input cuts it is the input's.
+    let cut = data.len() % text.len();
+    if text.is_char_boundary(cut) {
+        assert_eq!(Index::parse(&text[..cut]), None, "a cut index was read");
+    }
+    // Nor does arbitrary text as an index file panic.
+    if let Ok(t) = std::str::from_utf8(data) {
+        let _ = Index::parse(t);
+    }
     let (mut samples, mut members, mut left_out) = Default::default();
     Listing {
         samples: &mut samples,
