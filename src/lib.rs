@@ -81,6 +81,7 @@ mod contain;
 pub mod cuda;
 pub mod decode;
 pub mod error;
+mod files;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod interop;

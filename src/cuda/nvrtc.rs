@@ -151,23 +151,8 @@ pub fn compile_cached_in(
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        // Write then rename, so a concurrent reader never sees half a file.
-        // The temporary name is this call's alone: with the process's id
-        // only, two threads compiling one file into a cold cache (`cargo
-        // test`'s GPU tests on a user's box build pipelines on parallel
-        // threads) wrote one temporary,
-        // and the first rename could publish it while the second was
-        // still writing it.
-        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = p.with_extension(format!("tmp{}-{call}", std::process::id()));
-        if std::fs::write(&tmp, &cubin.image).is_ok() {
-            if std::fs::rename(&tmp, p).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-        } else {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        // A failure to write costs the next open a compile, nothing else.
+        let _ = crate::files::write_atomic(p, &cubin.image);
     }
     Ok(cubin)
 }

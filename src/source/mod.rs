@@ -138,7 +138,8 @@ pub fn index_shards<S: AsRef<str>>(
                 source,
             };
             let ix = index::scan_file(path).map_err(io)?;
-            index::write_atomic(&index::beside(path), ix.to_text().as_bytes()).map_err(io)?;
+            crate::files::write_atomic(&index::beside(path), ix.to_text().as_bytes())
+                .map_err(io)?;
             Ok((n.clone(), ix.entries.len()))
         })
         .collect()

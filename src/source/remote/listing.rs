@@ -134,7 +134,7 @@ impl Store {
 
 fn write_atomic(file: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::create_dir_all(file.parent().unwrap_or(std::path::Path::new(".")))?;
-    crate::source::index::write_atomic(file, bytes)
+    crate::files::write_atomic(file, bytes)
 }
 
 /// A URL's objects: itself, or those its `*` pattern matches (listed
