@@ -176,18 +176,26 @@ pub fn image(data: &[u8]) -> bool {
 }
 
 /// A WebDataset shard's listing (issue 18) from arbitrary bytes, as `gpufeed
-/// index` and the pipeline walk a local shard: the tar walk answers or
-/// fails, the index file's text gives back exactly what it found, and the
-/// members group into samples. Returns the members found, `None` where the
-/// walk failed.
+/// index` and the pipeline walk a local shard (and as a download streams
+/// it, to the same index): the tar walk keeps what it found before any
+/// damage, the index file's text gives back exactly that,
+/// and the members group into samples, one with a member past the end
+/// failing. Returns the members found, `None` where the shard is damaged.
 pub fn shard(data: &[u8]) -> Option<usize> {
     use crate::source::index::{Index, Listing};
     let mut archive = tar::Archive::new(std::io::Cursor::new(data));
-    let entries = crate::source::index::scan(archive.entries_with_seek().ok()?).ok()?;
-    let ix = Index {
-        shard_bytes: data.len() as u64,
-        entries,
-    };
+    let mut ix = crate::source::index::scan(archive.entries_with_seek()).index(data.len() as u64);
+    // A download walks the same bytes as a stream: the same members, and
+    // damage where a file's walk finds it (the tar crate's words for it
+    // may differ).
+    let mut streamed = tar::Archive::new(data);
+    let streamed = crate::source::index::scan(streamed.entries()).index(data.len() as u64);
+    assert_eq!(
+        (&streamed.entries, streamed.damage.is_some()),
+        (&ix.entries, ix.damage.is_some()),
+        "a stream's walk differs from a file's"
+    );
+    let damage = ix.damage.take();
     let text = ix.to_text();
     let back = Index::parse(&text).expect("an index's own text parses");
     assert_eq!(back, ix, "the index text gives back what the walk found");
@@ -201,15 +209,29 @@ pub fn shard(data: &[u8]) -> Option<usize> {
     if let Ok(t) = std::str::from_utf8(data) {
         let _ = Index::parse(t);
     }
-    let (mut samples, mut members, mut left_out) = Default::default();
+    ix.damage = damage;
+    let (mut samples, mut members) = (Vec::new(), Vec::<crate::source::Member>::new());
+    let mut left_out = Default::default();
     Listing {
         samples: &mut samples,
         members: &mut members,
         left_out: &mut left_out,
     }
-    .add(&ix.entries, 0, std::path::Path::new("shard.tar"));
+    .add(&ix, 0, std::path::Path::new("shard.tar"));
     assert!(samples.len() <= ix.entries.len());
-    Some(ix.entries.len())
+    for m in &members {
+        let whole = m
+            .offset
+            .checked_add(m.len)
+            .is_some_and(|e| e <= ix.shard_bytes);
+        assert!(whole || m.problem.is_some(), "a cut member read as whole");
+    }
+    assert_eq!(
+        left_out.damaged_shards.is_empty(),
+        ix.damage.is_none(),
+        "damage not named"
+    );
+    ix.damage.is_none().then_some(ix.entries.len())
 }
 
 /// The progressive route's host side (issue 16): the scan planner

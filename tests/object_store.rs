@@ -35,6 +35,7 @@ common::serial_tests!(
     faults_through_a_proxy_deliver_or_name_every_sample,
     a_server_stopped_mid_epoch_ends_the_epoch,
     a_vanished_shard_costs_its_samples_only,
+    a_shard_cut_short_in_the_store_keeps_the_samples_before_the_cut,
     credentials_never_appear_in_errors,
     pack_bench_and_scan_take_s3_urls,
     streaming_from_s3_reads_whole_chunks,
@@ -619,6 +620,52 @@ fn a_vanished_shard_costs_its_samples_only() -> Outcome {
         assert!(path.to_string_lossy().contains("shard-000001.tar/"));
         assert!(why.contains("not found"), "{why}");
     }
+    Ok(())
+}
+
+/// A shard uploaded cut short (a copy killed mid-way), its old `.idx`
+/// beside it: the stale index is passed over, the object walked once
+/// (not retried: it is the object that ends, not the download), and its
+/// samples before the cut listed; the sample cut through fails, named, and
+/// the shard is named in `left_out`. Neither the index cache nor `gpufeed
+/// index` keeps an index that would hide the cut.
+fn a_shard_cut_short_in_the_store_keeps_the_samples_before_the_cut() -> Outcome {
+    let server = Server::start()?;
+    let (dir, _) = sample_shards(&server);
+    let whole = std::fs::read(dir.path().join("shard-000001.tar")).unwrap();
+    let cut = dir.path().join("cut/shard-000001.tar");
+    std::fs::create_dir(cut.parent().unwrap()).unwrap();
+    std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    server.upload("sample", &[cut]);
+    let cache = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        index_cache: Some(cache.path().to_path_buf()),
+        ..options(&server.endpoint())
+    };
+    let url = format!("s3://{BUCKET}/sample/shard-000001.tar");
+    let wds =
+        Source::webdataset_with([format!("s3://{BUCKET}/sample/shard-*.tar")], &opts).unwrap();
+    let damaged = &wds.left_out().damaged_shards;
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert_eq!(damaged[0].0, PathBuf::from(&url));
+    assert!(damaged[0].1.contains("cut short"), "{damaged:?}");
+    let in_cut = wds
+        .samples()
+        .iter()
+        .filter(|s| s.path.starts_with(&url))
+        .count();
+    assert!(in_cut > 1, "the samples before the cut are listed");
+    assert!(
+        !cache.path().join("wds-index").exists(),
+        "no index of the cut shard cached"
+    );
+    let mut p = builder(wds).build().unwrap();
+    let (got, errors) = run_epoch(&mut p, 0);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].0.starts_with(&url) && errors[0].1.contains("cut short"));
+    assert!(got.len() > 28 - 8 && got.len() < 28 - 1, "{}", got.len());
+    let e = gpufeed::source::index_shards([&url], &opts).unwrap_err();
+    assert!(e.to_string().contains("shard-000001.tar") && e.to_string().contains("cut short"));
     Ok(())
 }
 

@@ -20,6 +20,8 @@ common::tests!(
     streaming_gives_each_rank_its_shards_through_the_buffer,
     labels_from_a_function_replace_missing_cls_members,
     a_cut_index_file_loses_no_sample,
+    a_cut_shard_keeps_the_samples_before_the_cut,
+    a_damaged_header_keeps_the_samples_before_it,
 );
 
 use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
@@ -104,6 +106,172 @@ fn a_cut_index_file_loses_no_sample() {
     std::fs::write(idx(1), &text[..text.len() - 1]).unwrap();
     let wds = Source::webdataset(shards.iter().map(|p| p.to_str().unwrap())).unwrap();
     same_batches(folder, wds);
+}
+
+/// Each member of a shard as the tar crate walks it: (name, data offset,
+/// data length).
+fn members(shard: &Path) -> Vec<(String, u64, u64)> {
+    let mut a = tar::Archive::new(std::fs::File::open(shard).unwrap());
+    a.entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.path().unwrap().display().to_string();
+            (name, e.raw_file_position(), e.size())
+        })
+        .collect()
+}
+
+/// A shard cut short (a `gpufeed pack`, a copy or a download killed, a
+/// full disk) at every kind of place: inside a header, at a header's
+/// start (where buffered writers' cuts fall), inside an image's or a
+/// label's data, inside the end-of-archive blocks. The other shards and
+/// the cut one's whole samples before the cut are listed with their
+/// bytes; a sample with a member cut through fails when read, named, and
+/// is never read as whole (before, a cut inside a header lost every shard
+/// and a cut inside a label could read as another label); the shard is
+/// named in `left_out`, as are the lost members after the cut. Its stale
+/// index is ignored, and `gpufeed index` refuses to index it.
+fn a_cut_shard_keeps_the_samples_before_the_cut() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 8);
+    let names: Vec<&str> = shards.iter().map(|p| p.to_str().unwrap()).collect();
+    gpufeed::source::index_shards(&names, &Default::default()).unwrap();
+    let whole = std::fs::read(&shards[1]).unwrap();
+    let layout = members(&shards[1]);
+    let last_end = layout
+        .last()
+        .map(|m| (m.1 + m.2).div_ceil(512) * 512)
+        .unwrap();
+    let mut cuts = vec![0, 100, last_end, last_end + 512, whole.len() as u64 - 1];
+    for (_, offset, len) in &layout {
+        cuts.extend([offset - 512, offset - 512 + 100, offset + len / 2]);
+    }
+    let mut failed_reads = 0;
+    for cut in cuts {
+        std::fs::write(&shards[1], &whole[..cut as usize]).unwrap();
+        let s = Source::webdataset(&names).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let damaged = &s.left_out().damaged_shards;
+        // One zero block ends an archive for every reader (the tar crate,
+        // GNU tar): a cut after it loses nothing.
+        if cut >= last_end + 512 {
+            assert!(damaged.is_empty(), "cut at {cut}: {damaged:?}");
+        } else {
+            assert_eq!(damaged.len(), 1, "cut at {cut}: {damaged:?}");
+            assert_eq!(damaged[0].0, shards[1]);
+            assert!(damaged[0].1.contains("cut short"), "{damaged:?}");
+            assert!(
+                s.left_out()
+                    .to_string()
+                    .contains("shard-000001.tar: cut short")
+            );
+        }
+        // Every sample of the folder in another shard, or before the cut,
+        // is listed with its bytes and label, but for the cut shard's last
+        // listed sample, which fails (a member cut through, or members of
+        // its key lost after the cut); those after the cut are not listed.
+        let mut listed = std::collections::HashMap::new();
+        for (i, sample) in s.samples().iter().enumerate() {
+            listed.insert(sample.path.clone(), i);
+        }
+        let (mut buf, mut kept, mut failed) = (Vec::new(), 0, 0);
+        for (n, f) in folder.samples().iter().enumerate() {
+            let key = PathBuf::from(format!("shard-{:06}.tar/{n:09}.jpg", n / 8));
+            let Some(&i) = listed.get(&dir.path().join(&key)) else {
+                let image = layout.iter().find(|m| m.0 == format!("{n:09}.jpg"));
+                assert!(
+                    n / 8 == 1 && cut < image.unwrap().1,
+                    "cut at {cut}: {key:?}"
+                );
+                continue;
+            };
+            match s.read(i, &mut buf, u64::MAX) {
+                Ok(()) => {
+                    assert_eq!(
+                        buf,
+                        std::fs::read(&f.path).unwrap(),
+                        "cut at {cut}: {key:?}"
+                    );
+                    assert_eq!(s.samples()[i].label, f.label, "cut at {cut}: {key:?}");
+                    kept += 1;
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("cut short"), "cut at {cut}: {e}");
+                    let next = PathBuf::from(format!("shard-000001.tar/{:09}.jpg", n + 1));
+                    assert!(n / 8 == 1 && !listed.contains_key(&dir.path().join(next)));
+                    failed += 1;
+                }
+            }
+        }
+        let expect = usize::from(!damaged.is_empty() && kept + failed > folder.len() - 8);
+        assert_eq!(failed, expect, "cut at {cut}");
+        failed_reads += failed;
+        assert!(kept >= folder.len() - 8, "cut at {cut}: {kept}");
+        let e = gpufeed::source::index_shards(&names[1..2], &Default::default());
+        if damaged.is_empty() {
+            e.unwrap();
+        } else {
+            let e = e.unwrap_err().to_string();
+            assert!(
+                e.contains("shard-000001.tar") && e.contains("cut short"),
+                "{e}"
+            );
+        }
+    }
+    assert!(
+        failed_reads > 2 * 8,
+        "a cut in each image and each label, at least"
+    );
+
+    // Through the pipeline, under the default `OnError::Skip`: the cut
+    // sample is named among the skipped, the others delivered.
+    let (image, _) = layout.iter().map(|m| (m.1, m.2)).nth(6).unwrap();
+    std::fs::write(&shards[1], &whole[..(image + 10) as usize]).unwrap();
+    let mut p = builder(Source::webdataset(&names).unwrap())
+        .build()
+        .unwrap();
+    let batches: Vec<_> = p.epoch(0).map(Result::unwrap).collect();
+    let delivered: usize = batches.iter().map(|b| b.keys().len()).sum();
+    let skipped: Vec<String> = batches
+        .iter()
+        .flat_map(|b| b.skipped().iter().map(Error::to_string))
+        .collect();
+    assert_eq!(
+        delivered,
+        folder.len() - 5,
+        "3 whole samples of 8 in the cut shard"
+    );
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0].contains("shard-000001.tar/000000011.jpg") && skipped[0].contains("cut short"),
+        "{skipped:?}"
+    );
+}
+
+/// A header damaged in the middle of a shard of full length (a bad
+/// checksum) ends the walk there: the samples before it are listed, and
+/// the shard is named with where and why.
+fn a_damaged_header_keeps_the_samples_before_it() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 8);
+    let layout = members(&shards[0]);
+    let header = (layout[4].1 - 512) as usize;
+    let mut bytes = std::fs::read(&shards[0]).unwrap();
+    bytes[header] ^= 0x55;
+    std::fs::write(&shards[0], &bytes).unwrap();
+    let s = Source::webdataset(shards.iter().map(|p| p.to_str().unwrap())).unwrap();
+    assert_eq!(s.len(), folder.len() - 6, "2 samples before the damage");
+    let damaged = &s.left_out().damaged_shards;
+    assert_eq!(damaged.len(), 1);
+    assert_eq!(damaged[0].0, shards[0]);
+    assert!(
+        damaged[0]
+            .1
+            .contains(&format!("damaged tar header at byte {header}")),
+        "{damaged:?}"
+    );
 }
 
 fn shards_split_across_ranks_like_the_folder() {

@@ -138,6 +138,13 @@ pub fn index_shards<S: AsRef<str>>(
                 source,
             };
             let ix = index::scan_file(path).map_err(io)?;
+            if let Some(why) = ix.damage {
+                // An index would hide the damage from every later open.
+                return Err(Error::Dataset {
+                    path: path.to_path_buf(),
+                    msg: format!("not indexed: {why}"),
+                });
+            }
             crate::files::write_atomic(&index::beside(path), ix.to_text().as_bytes())
                 .map_err(io)?;
             Ok((n.clone(), ix.entries.len()))
@@ -147,8 +154,10 @@ pub fn index_shards<S: AsRef<str>>(
 
 /// Files a listing found and did not take, and why: counts by extension,
 /// files at an ImageFolder's root (outside any class folder), and the
-/// first few paths. A dataset with PNGs among its JPEGs loses them here,
-/// so `gpufeed bench` and `scan` print it as a warning (issue 15).
+/// first few paths; and WebDataset shards cut short or damaged, whose
+/// members after the damage are lost. A dataset with PNGs among its JPEGs
+/// loses them here, so `gpufeed bench` and `scan` print it as a warning
+/// (issue 15).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeftOut {
     /// Files without a listed extension, by lowercase extension (`""` for
@@ -158,6 +167,12 @@ pub struct LeftOut {
     pub at_root: usize,
     /// The first [`LeftOut::EXAMPLES`] paths left out.
     pub examples: Vec<PathBuf>,
+    /// WebDataset shards whose tar archive ends early (cut short by a
+    /// crash or a full disk while written or copied) or has a damaged
+    /// header, and where: their samples before that point are listed, a
+    /// sample with a member cut through fails when read, and the members
+    /// after it are unknown.
+    pub damaged_shards: Vec<(PathBuf, String)>,
 }
 
 impl LeftOut {
@@ -167,6 +182,12 @@ impl LeftOut {
     /// Files left out in all.
     pub fn total(&self) -> usize {
         self.by_extension.values().sum::<usize>() + self.at_root
+    }
+
+    /// Whether the listing took everything: no file left out, no shard
+    /// damaged.
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0 && self.damaged_shards.is_empty()
     }
 
     fn note(&mut self, path: &Path) {
@@ -187,11 +208,17 @@ impl LeftOut {
         self.at_root += 1;
         self.note(path);
     }
+
+    pub(crate) fn damaged(&mut self, shard: &Path, why: &str) {
+        self.damaged_shards
+            .push((shard.to_path_buf(), why.to_string()));
+    }
 }
 
 impl std::fmt::Display for LeftOut {
     /// `3 files left out: 2 .png (not a JPEG extension), 1 at the root (no
-    /// class folder); e.g. a/x.png, ...`
+    /// class folder); e.g. a/x.png, ...`, then each damaged shard:
+    /// `; s/shard-000003.tar: cut short: ...`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut parts: Vec<String> = self
             .by_extension
@@ -214,13 +241,23 @@ impl std::fmt::Display for LeftOut {
             .map(|p| p.display().to_string())
             .collect();
         let n = self.total();
-        write!(
-            f,
-            "{n} file{} left out: {}; e.g. {}",
-            if n == 1 { "" } else { "s" },
-            parts.join(", "),
-            examples.join(", ")
-        )
+        let mut out = Vec::new();
+        if n > 0 {
+            out.push(format!(
+                "{n} file{} left out: {}; e.g. {}",
+                if n == 1 { "" } else { "s" },
+                parts.join(", "),
+                examples.join(", ")
+            ));
+        }
+        for (shard, why) in self.damaged_shards.iter().take(Self::EXAMPLES) {
+            out.push(format!("{}: {why}", shard.display()));
+        }
+        let more = self.damaged_shards.len().saturating_sub(Self::EXAMPLES);
+        if more > 0 {
+            out.push(format!("{more} more damaged shards"));
+        }
+        write!(f, "{}", out.join("; "))
     }
 }
 

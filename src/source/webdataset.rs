@@ -185,7 +185,7 @@ pub(super) fn list(shards: &[PathBuf]) -> Result<Source> {
             path: shard.clone(),
             source,
         })?;
-        listing.add(&ix.entries, si as u32, shard);
+        listing.add(&ix, si as u32, shard);
     }
     if samples.is_empty() {
         return Err(Error::Dataset {

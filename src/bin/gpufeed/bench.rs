@@ -176,7 +176,7 @@ pub(crate) fn open_dataset(data: &std::path::Path) -> anyhow::Result<Source> {
 
 /// A warning naming what a listing left out, when it left out anything.
 pub(crate) fn warn_left_out(source: &Source) {
-    if source.left_out().total() > 0 {
+    if !source.left_out().is_empty() {
         eprintln!("gpufeed: warning: {}", source.left_out());
     }
 }

@@ -26,20 +26,34 @@ struct Body<'a> {
     rt: &'a tokio::runtime::Handle,
     stream: BoxStream<'static, object_store::Result<Bytes>>,
     chunk: Bytes,
+    /// The stream failed (a reset, a timeout): the walk is worth another
+    /// try, unlike one that read the whole object and found it damaged.
+    failed: bool,
+    /// Bytes delivered, and whether the stream ended: one that ended
+    /// short of the object's size failed too.
+    read: u64,
+    ended: bool,
 }
 
 impl Read for Body<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.chunk.is_empty() {
             match self.rt.block_on(self.stream.next()) {
-                None => return Ok(0),
+                None => {
+                    self.ended = true;
+                    return Ok(0);
+                }
                 Some(Ok(b)) => self.chunk = b,
-                Some(Err(e)) => return Err(io::Error::other(e)),
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Err(io::Error::other(e));
+                }
             }
         }
         let n = buf.len().min(self.chunk.len());
         buf[..n].copy_from_slice(&self.chunk[..n]);
         self.chunk = self.chunk.slice(n..);
+        self.read += n as u64;
         Ok(n)
     }
 }
@@ -90,7 +104,8 @@ impl Store {
             return Ok(ix);
         }
         let ix = self.walk(i, meta.size)?;
-        if let Some(file) = cached {
+        // A damaged shard's index is not kept: it would hide the damage.
+        if let Some(file) = cached.filter(|_| ix.damage.is_none()) {
             // The cache is an optimisation: failing to write it costs the
             // next open a walk, nothing else.
             let _ = write_atomic(&file, ix.to_text().as_bytes());
@@ -98,7 +113,9 @@ impl Store {
         Ok(ix)
     }
 
-    /// Download shard `i` once, walking its tar headers as it streams.
+    /// Download shard `i` once, walking its tar headers as it streams. A
+    /// download that fails is tried again; an object cut short or damaged
+    /// is indexed up to the damage (`Walk::index`).
     fn walk(&self, i: usize, size: u64) -> std::result::Result<Index, SampleError> {
         let (store, path) = &self.objects[i];
         let mut tries = 0;
@@ -113,21 +130,27 @@ impl Store {
                 rt: self.rt.handle(),
                 stream: body.into_stream(),
                 chunk: Bytes::new(),
+                failed: false,
+                read: 0,
+                ended: false,
             });
-            let walked = archive.entries().and_then(crate::source::index::scan);
-            match walked {
-                Ok(entries) => {
-                    return Ok(Index {
-                        shard_bytes: size,
-                        entries,
-                    });
-                }
-                Err(e) if tries > self.opts.retries => {
-                    let msg = self.redact(format!("reading its tar headers: {e}"));
-                    return Err(SampleError::Read(io::Error::new(e.kind(), msg)));
-                }
-                Err(_) => std::thread::sleep(self.opts.backoff * tries),
+            let walk = crate::source::index::scan(archive.entries());
+            let body = archive.into_inner();
+            let short = body.ended && body.read < size;
+            if !body.failed && !short {
+                return Ok(walk.index(size));
             }
+            if tries > self.opts.retries {
+                let e = walk.error.unwrap_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the download ended at byte {} of {size}", body.read),
+                    )
+                });
+                let msg = self.redact(format!("reading its tar headers: {e}"));
+                return Err(SampleError::Read(io::Error::new(e.kind(), msg)));
+            }
+            std::thread::sleep(self.opts.backoff * tries);
         }
     }
 }
@@ -220,7 +243,7 @@ pub(crate) fn list(urls: &[String], opts: &StoreOptions) -> Result<Source> {
         left_out: &mut left_out,
     };
     for (i, ix) in indexes.iter().enumerate() {
-        listing.add(&ix.entries, i as u32, &paths[i]);
+        listing.add(ix, i as u32, &paths[i]);
     }
     if samples.is_empty() {
         return Err(Error::Dataset {
@@ -324,6 +347,13 @@ pub(crate) fn write_indexes(urls: &[String], opts: &StoreOptions) -> Result<Vec<
             }))
             .map_err(fail)?;
         let ix = s.walk(i, meta.size).map_err(fail)?;
+        if let Some(why) = ix.damage {
+            // An index would hide the damage from every later open.
+            return Err(Error::Dataset {
+                path: url.into(),
+                msg: format!("not indexed: {why}"),
+            });
+        }
         let beside = ObjectPath::from(format!("{path}.idx"));
         let text = ix.to_text();
         s.block_on(s.retry(
