@@ -44,6 +44,20 @@ fn pack_writes_shards_that_bench_reads() {
     let (code, _, err) = gpufeed(&["pack", "-o", "/tmp/x", "--shard-size", "1 parsec"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown unit"), "{err}");
+    // The shards and their indexes, and nothing else: each shard was
+    // written under `.partial` and named once whole.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [0, 1, 2]
+            .iter()
+            .flat_map(|n| [format!("shard-{n:06}.tar"), format!("shard-{n:06}.tar.idx")])
+            .collect::<Vec<_>>()
+    );
     // Every shard has its index, which lists what the tar headers list.
     for n in 0..3 {
         let idx = dir.path().join(format!("shard-{n:06}.tar.idx"));

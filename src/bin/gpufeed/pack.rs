@@ -163,10 +163,18 @@ impl Output {
         })
     }
 
-    /// Close a shard, write its index beside it, and upload both where
-    /// the output is a store.
+    /// Close a shard, give it its name, write its index beside it, and
+    /// upload both where the output is a store. Until then the shard is
+    /// written under `partial(path)`, so that a pack killed mid-shard
+    /// leaves no cut file under a shard's name (a reader would list it,
+    /// and lose the members after the cut).
     fn finish(&self, b: tar::Builder<std::fs::File>, path: &std::path::Path) -> anyhow::Result<()> {
-        b.into_inner().context("finishing a shard")?;
+        let file = b.into_inner().context("finishing a shard")?;
+        // Durable before it is named: a rename can reach the disk before
+        // the data it names.
+        file.sync_all().context("finishing a shard")?;
+        std::fs::rename(partial(path), path)
+            .with_context(|| format!("naming {}", path.display()))?;
         let p = path.to_string_lossy();
         gpufeed::source::index_shards([p.as_ref()], &Default::default())
             .with_context(|| format!("indexing {p}"))?;
@@ -259,6 +267,14 @@ fn shard_path(dir: &std::path::Path, i: usize) -> PathBuf {
     dir.join(format!("shard-{i:06}.tar"))
 }
 
+/// Where a shard is written until it is whole: `shard-000001.tar.partial`,
+/// which no `shard-*.tar` pattern matches.
+fn partial(shard: &std::path::Path) -> PathBuf {
+    let mut s = shard.as_os_str().to_owned();
+    s.push(".partial");
+    s.into()
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let (source, data) = super::bench::dataset(args.data.clone(), args.list.as_deref())?;
     let out = Output::new(&args.output)?;
@@ -309,7 +325,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 if let Some(b) = builder.take() {
                     out.finish(b, &shard_path(&out.dir, shards - 1))?;
                 }
-                let path = shard_path(&out.dir, shards);
+                let path = partial(&shard_path(&out.dir, shards));
                 let file = std::fs::File::create(&path)
                     .with_context(|| format!("creating {}", path.display()))?;
                 builder = Some(tar::Builder::new(file));
