@@ -233,6 +233,19 @@ impl Index {
         s
     }
 
+    /// The text of the index file `gpufeed index` writes beside `shard`;
+    /// an error naming the shard when its walk found damage, since an
+    /// index would hide the damage from every later open.
+    pub(crate) fn file_text(&self, shard: &Path) -> crate::error::Result<String> {
+        match &self.damage {
+            Some(why) => Err(crate::error::Error::Dataset {
+                path: shard.to_path_buf(),
+                msg: format!("not indexed: {why}"),
+            }),
+            None => Ok(self.to_text()),
+        }
+    }
+
     /// Parse an index file; `None` when it is not one (another version,
     /// a damaged line, a file cut short). A damaged index is rebuilt,
     /// never trusted.

@@ -138,15 +138,8 @@ pub fn index_shards<S: AsRef<str>>(
                 source,
             };
             let ix = index::scan_file(path).map_err(io)?;
-            if let Some(why) = ix.damage {
-                // An index would hide the damage from every later open.
-                return Err(Error::Dataset {
-                    path: path.to_path_buf(),
-                    msg: format!("not indexed: {why}"),
-                });
-            }
-            crate::files::write_atomic(&index::beside(path), ix.to_text().as_bytes())
-                .map_err(io)?;
+            let text = ix.file_text(path)?;
+            crate::files::write_atomic(&index::beside(path), text.as_bytes()).map_err(io)?;
             Ok((n.clone(), ix.entries.len()))
         })
         .collect()

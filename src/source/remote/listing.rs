@@ -347,15 +347,8 @@ pub(crate) fn write_indexes(urls: &[String], opts: &StoreOptions) -> Result<Vec<
             }))
             .map_err(fail)?;
         let ix = s.walk(i, meta.size).map_err(fail)?;
-        if let Some(why) = ix.damage {
-            // An index would hide the damage from every later open.
-            return Err(Error::Dataset {
-                path: url.into(),
-                msg: format!("not indexed: {why}"),
-            });
-        }
+        let text = ix.file_text(std::path::Path::new(url))?;
         let beside = ObjectPath::from(format!("{path}.idx"));
-        let text = ix.to_text();
         s.block_on(s.retry(
             "writing its index beside it",
             &AtomicU64::new(0),
