@@ -177,23 +177,34 @@ pub fn image(data: &[u8]) -> bool {
 
 /// A WebDataset shard's listing (issue 18) from arbitrary bytes, as `gpufeed
 /// index` and the pipeline walk a local shard (and as a download streams
-/// it, to the same index): the tar walk keeps what it found before any
-/// damage, the index file's text gives back exactly that,
+/// it, to the same index): the tar walk keeps what it found before and
+/// after any damage (going on at the next valid header), in shard order,
+/// the index file's text gives back exactly that,
 /// and the members group into samples, one with a member past the end
 /// failing. Returns the members found, `None` where the shard is damaged.
 pub fn shard(data: &[u8]) -> Option<usize> {
     use crate::source::index::{Index, Listing};
-    let mut archive = tar::Archive::new(std::io::Cursor::new(data));
-    let ix = crate::source::index::scan(archive.entries_with_seek()).index(data.len() as u64);
+    use crate::source::walk::{walk_file, walk_stream};
+    let ix = walk_file(std::io::Cursor::new(data))
+        .0
+        .index(data.len() as u64);
     // A download walks the same bytes as a stream: the same members, and
     // damage where a file's walk finds it (the tar crate's words for it
     // may differ).
-    let mut streamed = tar::Archive::new(data);
-    let streamed = crate::source::index::scan(streamed.entries()).index(data.len() as u64);
+    let streamed = walk_stream(data).0.index(data.len() as u64);
     assert_eq!(
-        (&streamed.entries, streamed.damage.is_some()),
-        (&ix.entries, ix.damage.is_some()),
+        (
+            &streamed.entries,
+            &streamed.borders,
+            streamed.damage.is_some()
+        ),
+        (&ix.entries, &ix.borders, ix.damage.is_some()),
         "a stream's walk differs from a file's"
+    );
+    assert_eq!(ix.damage.is_some(), !ix.borders.is_empty());
+    assert!(
+        ix.entries.windows(2).all(|w| w[0].offset < w[1].offset),
+        "a walk went back"
     );
     let text = ix.to_text();
     let back = Index::parse(&text).expect("an index's own text parses");

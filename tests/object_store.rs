@@ -36,6 +36,7 @@ common::serial_tests!(
     a_server_stopped_mid_epoch_ends_the_epoch,
     a_vanished_shard_costs_its_samples_only,
     a_shard_cut_short_in_the_store_keeps_the_samples_before_the_cut,
+    a_damaged_header_in_the_store_loses_only_its_sample,
     credentials_never_appear_in_errors,
     pack_bench_and_scan_take_s3_urls,
     streaming_from_s3_reads_whole_chunks,
@@ -666,6 +667,52 @@ fn a_shard_cut_short_in_the_store_keeps_the_samples_before_the_cut() -> Outcome 
     assert!(got.len() > 28 - 8 && got.len() < 28 - 1, "{}", got.len());
     let e = gpufeed::source::index_shards([&url], &opts).unwrap_err();
     assert!(e.to_string().contains("shard-000001.tar") && e.to_string().contains("cut short"));
+    Ok(())
+}
+
+/// A header damaged in the middle of a shard in the store, with no index
+/// beside it: the download is walked as a stream, which reads on to the
+/// next valid header as a local shard's walk does. Only the sample whose
+/// header it is goes; the others are read whole, with their labels.
+fn a_damaged_header_in_the_store_loses_only_its_sample() -> Outcome {
+    let server = Server::start()?;
+    let (dir, _) = sample_shards(&server);
+    let local = dir.path().join("shard-000001.tar");
+    let whole = std::fs::read(&local).unwrap();
+    let headers: Vec<u64> = tar::Archive::new(&whole[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().raw_file_position() - 512)
+        .collect();
+    let mut bytes = whole.clone();
+    bytes[headers[2] as usize + 1] ^= 0x10;
+    let damaged = dir.path().join("damaged/shard-000001.tar");
+    std::fs::create_dir(damaged.parent().unwrap()).unwrap();
+    std::fs::write(&damaged, &bytes).unwrap();
+    server.upload("damaged", &[damaged]);
+    let url = format!("s3://{BUCKET}/damaged/shard-000001.tar");
+    let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
+    let why = &wds.left_out().damaged_shards[0].1;
+    assert!(
+        why.contains(&format!("damaged tar header at byte {}:", headers[2]))
+            && why.contains(&format!("next header, at byte {}", headers[3])),
+        "{why}"
+    );
+    let whole = Source::webdataset([local.to_str().unwrap()]).unwrap();
+    assert_eq!(wds.len(), whole.len() - 1);
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for (i, s) in wds.samples().iter().enumerate() {
+        let j = whole
+            .samples()
+            .iter()
+            .position(|w| w.path.file_name() == s.path.file_name())
+            .unwrap();
+        assert_ne!(j, 1, "the damaged header's sample is not listed");
+        wds.read(i, &mut got, u64::MAX).unwrap();
+        whole.read(j, &mut want, u64::MAX).unwrap();
+        assert_eq!((got.len(), s.label), (want.len(), whole.samples()[j].label));
+        assert!(got == want, "{:?}", s.path);
+    }
     Ok(())
 }
 

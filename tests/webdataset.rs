@@ -21,7 +21,7 @@ common::tests!(
     labels_from_a_function_replace_missing_cls_members,
     a_cut_index_file_loses_no_sample,
     a_cut_shard_keeps_the_samples_before_the_cut,
-    a_damaged_header_keeps_the_samples_before_it,
+    a_damaged_header_loses_only_its_sample,
 );
 
 use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
@@ -127,10 +127,11 @@ fn members(shard: &Path) -> Vec<(String, u64, u64)> {
 /// start (where buffered writers' cuts fall), inside an image's or a
 /// label's data, inside the end-of-archive blocks. The other shards and
 /// the cut one's whole samples before the cut are listed with their
-/// bytes; a sample with a member cut through fails when read, named, and
-/// is never read as whole (before, a cut inside a header lost every shard
-/// and a cut inside a label could read as another label); the shard is
-/// named in `left_out`, as are the lost members after the cut. Its stale
+/// bytes; a sample with a member cut through or lost past the cut fails
+/// when read, named, and is never read as whole (before, a cut inside a
+/// header lost every shard and a cut inside a label could read as another
+/// label); the shard is named in `left_out`, as are the lost members after
+/// the cut. Its stale
 /// index is ignored, and `gpufeed index` refuses to index it.
 fn a_cut_shard_keeps_the_samples_before_the_cut() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
@@ -167,47 +168,50 @@ fn a_cut_shard_keeps_the_samples_before_the_cut() {
                     .contains("shard-000001.tar: cut short")
             );
         }
-        // Every sample of the folder in another shard, or before the cut,
-        // is listed with its bytes and label, but for the cut shard's last
-        // listed sample, which fails (a member cut through, or members of
-        // its key lost after the cut); those after the cut are not listed.
+        // Every sample of the folder in another shard, or whose image and
+        // label members lie whole before the cut, is listed with its bytes
+        // and label; one whose image's header lies before the cut but
+        // another member does not is listed and fails, named; those after
+        // the cut are not listed.
         let mut listed = std::collections::HashMap::new();
         for (i, sample) in s.samples().iter().enumerate() {
             listed.insert(sample.path.clone(), i);
         }
-        let (mut buf, mut kept, mut failed) = (Vec::new(), 0, 0);
+        let member = |name: String| layout.iter().find(|m| m.0 == name).unwrap();
+        let mut buf = Vec::new();
         for (n, f) in folder.samples().iter().enumerate() {
             let key = PathBuf::from(format!("shard-{:06}.tar/{n:09}.jpg", n / 8));
+            let (in_cut, image, label) = if n / 8 == 1 {
+                (
+                    true,
+                    member(format!("{n:09}.jpg")),
+                    member(format!("{n:09}.cls")),
+                )
+            } else {
+                (false, &layout[0], &layout[0])
+            };
             let Some(&i) = listed.get(&dir.path().join(&key)) else {
-                let image = layout.iter().find(|m| m.0 == format!("{n:09}.jpg"));
-                assert!(
-                    n / 8 == 1 && cut < image.unwrap().1,
-                    "cut at {cut}: {key:?}"
-                );
+                assert!(in_cut && cut < image.1, "cut at {cut}: {key:?}");
                 continue;
             };
+            assert!(!in_cut || image.1 <= cut, "cut at {cut}: {key:?}");
             match s.read(i, &mut buf, u64::MAX) {
                 Ok(()) => {
+                    assert!(!in_cut || label.1 + label.2 <= cut, "cut at {cut}: {key:?}");
                     assert_eq!(
                         buf,
                         std::fs::read(&f.path).unwrap(),
                         "cut at {cut}: {key:?}"
                     );
                     assert_eq!(s.samples()[i].label, f.label, "cut at {cut}: {key:?}");
-                    kept += 1;
                 }
                 Err(e) => {
                     assert!(e.to_string().contains("cut short"), "cut at {cut}: {e}");
-                    let next = PathBuf::from(format!("shard-000001.tar/{:09}.jpg", n + 1));
-                    assert!(n / 8 == 1 && !listed.contains_key(&dir.path().join(next)));
-                    failed += 1;
+                    assert!(in_cut && label.1 + label.2 > cut, "cut at {cut}: {key:?}");
+                    failed_reads += 1;
                 }
             }
         }
-        let expect = usize::from(!damaged.is_empty() && kept + failed > folder.len() - 8);
-        assert_eq!(failed, expect, "cut at {cut}");
-        failed_reads += failed;
-        assert!(kept >= folder.len() - 8, "cut at {cut}: {kept}");
         let e = gpufeed::source::index_shards(&names[1..2], &Default::default());
         if damaged.is_empty() {
             e.unwrap();
@@ -249,29 +253,69 @@ fn a_cut_shard_keeps_the_samples_before_the_cut() {
     );
 }
 
-/// A header damaged in the middle of a shard of full length (a bad
-/// checksum) ends the walk there: the samples before it are listed, and
-/// the shard is named with where and why.
-fn a_damaged_header_keeps_the_samples_before_it() {
+/// Headers damaged in the middle of a shard of full length (a bad
+/// checksum, a block overwritten) lose only the members whose headers
+/// they are: the walk goes on at the next valid header, as GNU tar does,
+/// so every other sample is listed and read whole with its label, and the
+/// shard is named with where and why.
+fn a_damaged_header_loses_only_its_sample() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let shards = pack(&folder, dir.path(), 8);
     let layout = members(&shards[0]);
-    let header = (layout[4].1 - 512) as usize;
+    // Sample 2's image header, and sample 5's label header with a block
+    // of its image's data.
+    let (image, label) = (layout[4].1 - 512, layout[11].1 - 512);
     let mut bytes = std::fs::read(&shards[0]).unwrap();
-    bytes[header] ^= 0x55;
+    bytes[image as usize] ^= 0x55;
+    bytes[label as usize - 512..label as usize + 512].fill(0xa5);
     std::fs::write(&shards[0], &bytes).unwrap();
     let s = Source::webdataset(shards.iter().map(|p| p.to_str().unwrap())).unwrap();
-    assert_eq!(s.len(), folder.len() - 6, "2 samples before the damage");
     let damaged = &s.left_out().damaged_shards;
     assert_eq!(damaged.len(), 1);
     assert_eq!(damaged[0].0, shards[0]);
+    let why = &damaged[0].1;
     assert!(
-        damaged[0]
-            .1
-            .contains(&format!("damaged tar header at byte {header}")),
-        "{damaged:?}"
+        why.starts_with(&format!(
+            "a damaged tar header at byte {image}: archive header checksum mismatch; the \
+             members up to the next header, at byte {}, are lost; ",
+            layout[5].1 - 512
+        )),
+        "{why}"
     );
+    // The tar crate quotes the overwritten header's fields: only their
+    // plain characters, and not all of them, reach the message.
+    let (at, next) = (format!("header at byte {label}: "), layout[12].1 - 512);
+    let second = &why[why.find(&at).expect(why)..];
+    assert!(
+        second.ends_with(&format!(
+            "; the members up to the next header, at byte {next}, are lost"
+        )),
+        "{why}"
+    );
+    assert!(second.len() < 250 && second.is_ascii(), "{why}");
+    assert_eq!(s.len(), folder.len() - 1, "sample 2 lost");
+    let mut buf = Vec::new();
+    for (n, f) in folder.samples().iter().enumerate() {
+        let key = dir
+            .path()
+            .join(format!("shard-{:06}.tar/{n:09}.jpg", n / 8));
+        let Some(i) = s.samples().iter().position(|x| x.path == key) else {
+            assert_eq!(n, 2);
+            continue;
+        };
+        match s.read(i, &mut buf, u64::MAX) {
+            Ok(()) => {
+                assert_eq!(buf, std::fs::read(&f.path).unwrap(), "{key:?}");
+                assert_eq!(s.samples()[i].label, f.label, "{key:?}");
+            }
+            // Its image is whole, its label lost in the damage.
+            Err(e) => assert!(
+                n == 5 && e.to_string().contains("no cls member (label)"),
+                "{key:?}: {e}"
+            ),
+        }
+    }
 }
 
 fn shards_split_across_ranks_like_the_folder() {

@@ -26,7 +26,6 @@
 //! samples lost without a word), and one cut inside a label as another
 //! label; version 1 files are ignored, and `gpufeed index` rewrites them.
 
-use std::io::{self, Read};
 use std::path::Path;
 
 use super::{LeftOut, Member, Sample};
@@ -65,129 +64,11 @@ pub(crate) struct Index {
     /// that point are unknown); `None` for a whole shard and for every
     /// parsed index, since a damaged shard's index is never written.
     pub(crate) damage: Option<String>,
-}
-
-/// What a walk of a tar archive's headers found before it ended.
-pub(crate) struct Walk {
-    /// The file members, in archive order.
-    pub(crate) entries: Vec<Entry>,
-    /// Where the last member's data ends, padded to the tar's 512-byte
-    /// blocks: the next header's offset.
-    end: u64,
-    /// What stopped the walk before the archive's end, if anything.
-    pub(crate) error: Option<io::Error>,
-}
-
-/// Tar archives are written in blocks of this many bytes.
-const BLOCK: u64 = 512;
-
-/// Walk a tar archive's headers. `entries` comes from `Archive::entries`
-/// (a stream: member data is read past) or `entries_with_seek` (a file:
-/// data is seeked past); only `cls` members' data is read. The walk keeps
-/// what it found before an error: a shard cut short keeps the members
-/// before the cut (issue 18; `Walk::index`).
-pub(crate) fn scan<R: Read>(entries: io::Result<tar::Entries<'_, R>>) -> Walk {
-    let mut walk = Walk {
-        entries: Vec::new(),
-        end: 0,
-        error: None,
-    };
-    let entries = match entries {
-        Ok(e) => e,
-        Err(e) => {
-            walk.error = Some(e);
-            return walk;
-        }
-    };
-    for entry in entries {
-        if let Err(e) = entry.and_then(|e| walk.add(e)) {
-            walk.error = Some(e);
-            break;
-        }
-    }
-    walk
-}
-
-impl Walk {
-    fn add<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> io::Result<()> {
-        let (offset, len) = (entry.raw_file_position(), entry.size());
-        // `entry_size` is the bytes stored in the archive (a sparse file's
-        // differ from its size).
-        let stored = entry.header().entry_size().unwrap_or(len);
-        self.end = offset.saturating_add(stored.div_ceil(BLOCK).saturating_mul(BLOCK));
-        if !entry.header().entry_type().is_file() {
-            return Ok(());
-        }
-        let name = entry.path()?.to_string_lossy().into_owned();
-        let label = if key_and_extension(&name).1.eq_ignore_ascii_case("cls") {
-            let mut text = String::new();
-            let ok = entry.by_ref().take(64).read_to_string(&mut text).is_ok();
-            match text.trim().parse() {
-                Ok(l) if ok => Label::Value(l),
-                _ => Label::Bad,
-            }
-        } else {
-            Label::None
-        };
-        self.entries.push(Entry {
-            name,
-            offset,
-            len,
-            label,
-        });
-        Ok(())
-    }
-
-    /// The index of a shard of `shard_bytes` that this walk went over to
-    /// its end (every byte was read or seeked past; a stream that failed
-    /// is walked again instead). A shard cut short, by a crash or a full
-    /// disk while it was written or copied, keeps its members before the
-    /// cut, and `damage` says where it ends:
-    /// * inside a header: the walk failed there;
-    /// * inside a member's data: that member reaches past the end (its
-    ///   sample fails when read; `Listing::add`);
-    /// * at a block: no end-of-archive block follows the last member.
-    ///   Every tar writer ends an archive with zero blocks (POSIX.1-1988
-    ///   `ustar`: two of them; GNU tar, Python's `tarfile`, the `tar`
-    ///   crate, Go's `archive/tar`), and the walk stops at the first, so a
-    ///   shard without one was cut at a member's edge, where buffered
-    ///   writers' cuts fall.
-    ///
-    /// A header that fails although bytes follow is damage, not a cut.
-    pub(crate) fn index(self, shard_bytes: u64) -> Index {
-        let past = |e: &Entry| e.offset.saturating_add(e.len) > shard_bytes;
-        let next_header = self.end.saturating_add(BLOCK);
-        let damage = match (&self.error, self.entries.iter().find(|e| past(e))) {
-            (_, Some(e)) => Some(format!(
-                "cut short: the shard ends at byte {shard_bytes}, inside member {}",
-                e.name
-            )),
-            // A stream's walk fails reading past the last member's padding,
-            // a file's walk finds no header there: the same cut.
-            _ if shard_bytes <= self.end => Some(format!(
-                "cut short: the shard ends at byte {shard_bytes}, after a member, without \
-                 the tar's end-of-archive blocks"
-            )),
-            _ if shard_bytes < next_header => Some(format!(
-                "cut short: the shard ends at byte {shard_bytes}, inside a tar header"
-            )),
-            (Some(e), None) => Some(format!("a damaged tar header at byte {}: {e}", self.end)),
-            (None, None) => None,
-        };
-        Index {
-            shard_bytes,
-            entries: self.entries,
-            damage: damage.map(|d| format!("{d}; members after it are lost")),
-        }
-    }
-}
-
-/// Index a local shard by seeking past member data.
-pub(crate) fn scan_file(path: &Path) -> io::Result<Index> {
-    let file = std::fs::File::open(path)?;
-    let shard_bytes = file.metadata()?.len();
-    let mut archive = tar::Archive::new(file);
-    Ok(scan(archive.entries_with_seek()).index(shard_bytes))
+    /// Where the damage lies among the members: before `entries[i]` for
+    /// each `i`, after the last member for `entries.len()`; empty for a
+    /// whole shard. A key whose members border the damage may have lost
+    /// some there (`Listing::add`).
+    pub(crate) borders: Vec<usize>,
 }
 
 /// The index file's path for a local shard: `SHARD.idx`.
@@ -285,6 +166,7 @@ impl Index {
             shard_bytes,
             entries,
             damage: None,
+            borders: Vec::new(),
         })
     }
 
@@ -313,12 +195,14 @@ pub(crate) fn key_and_extension(path: &str) -> (&str, &str) {
 const TWO_IMAGES: &str = "two image members share this key";
 const BAD_LABEL: &str = "the cls member is not a non-negative integer";
 const NO_LABEL: &str = "no cls member (label) for this key";
-const CUT: &str = "the shard is cut short or damaged inside or right after this key's members";
+const CUT: &str = "the shard is cut short inside this key's members";
+const LABEL_LOST: &str = "no cls member (label) for this key, whose members border where the shard is cut short or \
+     damaged";
 
 /// Whether a listing defect concerns the label only (labels given by
 /// `Source::with_labels` replace it).
 pub(crate) fn is_label_problem(p: &str) -> bool {
-    p == BAD_LABEL || p == NO_LABEL
+    p == BAD_LABEL || p == NO_LABEL || p == LABEL_LOST
 }
 
 /// One key's members while grouping.
@@ -329,10 +213,14 @@ struct Group {
     images: usize,
     label: Option<u32>,
     bad_label: bool,
-    /// A member reaches past the shard's end (its bytes, or the label
-    /// read from them, are not the sample's), or the group is the last
-    /// before a shard's damage (members of its key may follow it there).
+    /// A member reaches past the shard's end: its bytes, or the label
+    /// read from them, are not the sample's.
     cut: bool,
+    /// The group's members border a shard's damage, where members of its
+    /// key may have been lost. That alone fails no sample: one whose image
+    /// and label members lie whole in the shard is good, whatever was
+    /// lost beside it; it only names the likely cause of a missing label.
+    borders: bool,
 }
 
 /// Where grouped samples go.
@@ -351,13 +239,16 @@ impl Listing<'_> {
             self.left_out.damaged(shard, why);
         }
         let mut group = Group::default();
-        for e in &ix.entries {
+        for (i, e) in ix.entries.iter().enumerate() {
             let (key, ext) = key_and_extension(&e.name);
+            let border = ix.borders.contains(&i);
+            group.borders |= border;
             if key != group.key {
                 let done = std::mem::take(&mut group);
                 self.finish(done, shard_index, shard);
                 group.key = key.to_string();
             }
+            group.borders |= border;
             group.cut |= e.offset.saturating_add(e.len) > ix.shard_bytes;
             let ext = ext.to_ascii_lowercase();
             if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
@@ -371,7 +262,7 @@ impl Listing<'_> {
                 }
             }
         }
-        group.cut |= ix.damage.is_some();
+        group.borders |= ix.borders.contains(&ix.entries.len());
         self.finish(group, shard_index, shard);
     }
 
@@ -390,7 +281,7 @@ impl Listing<'_> {
         } else if g.bad_label {
             Some(BAD_LABEL)
         } else if g.label.is_none() {
-            Some(NO_LABEL)
+            Some(if g.borders { LABEL_LOST } else { NO_LABEL })
         } else {
             None
         };
@@ -441,6 +332,7 @@ mod tests {
                 },
             ],
             damage: None,
+            borders: Vec::new(),
         };
         let text = index.to_text();
         assert_eq!(text.lines().count(), 4);
@@ -480,6 +372,7 @@ mod tests {
                 })
                 .collect(),
             damage: None,
+            borders: Vec::new(),
         };
         let text = index.to_text();
         for cut in 0..text.len() {
@@ -491,51 +384,5 @@ mod tests {
             );
         }
         assert_eq!(Index::parse(&text), Some(index));
-    }
-
-    /// A shard cut at every length indexes the same whether walked as a
-    /// file (seeking past member data: local shards) or as a stream
-    /// (reading through it: a download from object storage), and a cut
-    /// anywhere before the end-of-archive blocks is damage.
-    #[test]
-    fn a_cut_shard_walks_the_same_as_a_file_and_as_a_stream() {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, body) in [
-            ("a.jpg", &[7u8; 700][..]),
-            ("a.cls", b"123"),
-            ("b.jpg", &[9u8; 512][..]),
-            ("b.cls", b"4"),
-        ] {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(body.len() as u64);
-            h.set_mode(0o644);
-            h.set_cksum();
-            b.append_data(&mut h, name, body).unwrap();
-        }
-        let whole = b.into_inner().unwrap();
-        let walk = |data: &[u8], seek: bool| {
-            let mut a = tar::Archive::new(io::Cursor::new(data));
-            let w = if seek {
-                scan(a.entries_with_seek())
-            } else {
-                scan(a.entries())
-            };
-            w.index(data.len() as u64)
-        };
-        let full = walk(&whole, true);
-        assert_eq!(full.damage, None);
-        assert_eq!(full.entries[1].label, Label::Value(123));
-        let archive_end = full.entries[3].offset + BLOCK;
-        for cut in 0..whole.len() {
-            let data = &whole[..cut];
-            let (file, stream) = (walk(data, true), walk(data, false));
-            assert_eq!(file, stream, "cut at {cut}");
-            assert_eq!(file.damage.is_some(), (cut as u64) < archive_end + BLOCK);
-            for e in &file.entries {
-                if e.offset + e.len > cut as u64 {
-                    assert!(file.damage.as_deref().unwrap().contains(&e.name));
-                }
-            }
-        }
     }
 }

@@ -11,6 +11,7 @@ mod folder;
 pub(crate) mod index;
 #[cfg(feature = "object-store")]
 mod remote;
+pub(crate) mod walk;
 mod webdataset;
 
 pub(crate) use webdataset::Member;
@@ -137,7 +138,7 @@ pub fn index_shards<S: AsRef<str>>(
                 path: path.to_path_buf(),
                 source,
             };
-            let ix = index::scan_file(path).map_err(io)?;
+            let ix = walk::scan_file(path).map_err(io)?;
             let text = ix.file_text(path)?;
             crate::files::write_atomic(&index::beside(path), text.as_bytes()).map_err(io)?;
             Ok((n.clone(), ix.entries.len()))

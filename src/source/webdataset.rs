@@ -168,7 +168,7 @@ fn local_index(shard: &Path) -> std::io::Result<Index> {
     {
         return Ok(ix);
     }
-    index::scan_file(shard)
+    super::walk::scan_file(shard)
 }
 
 pub(super) fn list(shards: &[PathBuf]) -> Result<Source> {

@@ -126,7 +126,7 @@ impl Store {
                 &AtomicU64::new(0),
                 || async { store.get(path).await.map_err(Failure::Store) },
             ))?;
-            let mut archive = tar::Archive::new(Body {
+            let (walk, body) = crate::source::walk::walk_stream(Body {
                 rt: self.rt.handle(),
                 stream: body.into_stream(),
                 chunk: Bytes::new(),
@@ -134,8 +134,6 @@ impl Store {
                 read: 0,
                 ended: false,
             });
-            let walk = crate::source::index::scan(archive.entries());
-            let body = archive.into_inner();
             let short = body.ended && body.read < size;
             if !body.failed && !short {
                 return Ok(walk.index(size));

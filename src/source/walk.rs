@@ -1,0 +1,511 @@
+//! Walking a WebDataset shard's tar headers into an [`Index`] (issue 18),
+//! whole or damaged.
+//!
+//! A local shard is walked as a file (member data is seeked past), a shard
+//! in object storage as the stream its download is (member data is read
+//! through); both walks find the same members in the same bytes. A walk
+//! keeps what it found before any damage, and a header damaged in the
+//! middle of a shard (a flipped bit, a block overwritten) does not end it:
+//! like GNU tar ("skipping to next header"), the walk reads on, block by
+//! block, to the next block that is a valid `ustar` header, and goes on
+//! from there. Only the members whose headers lay in the damage are lost.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::index::{Entry, Index, Label, key_and_extension};
+
+/// Tar archives are written in blocks of this many bytes.
+pub(crate) const BLOCK: u64 = 512;
+
+/// A stretch of a shard the walk read past without a valid header.
+#[derive(Debug)]
+struct Skip {
+    /// Where the damaged header was.
+    at: u64,
+    /// The next valid header, where the walk went on.
+    next: u64,
+    /// What was wrong with the header at `at`.
+    why: String,
+    /// How many members the walk had found before it.
+    before: usize,
+}
+
+/// What a walk of a tar archive's headers found.
+pub(crate) struct Walk {
+    /// The file members, in archive order.
+    pub(crate) entries: Vec<Entry>,
+    /// Where the last member's data ends, padded to the tar's 512-byte
+    /// blocks: the next header's offset.
+    end: u64,
+    /// What stopped the walk before the archive's end, if anything.
+    pub(crate) error: Option<io::Error>,
+    /// The damage the walk read past, in shard order.
+    skips: Vec<Skip>,
+}
+
+/// Walk a local shard (or any bytes that seek), seeking past member data;
+/// gives the reader back.
+pub(crate) fn walk_file<R: Read + Seek>(reader: R) -> (Walk, R) {
+    walk_with(reader, |walk, bytes, base| {
+        walk.segment(tar::Archive::new(bytes).entries_with_seek(), base)
+    })
+}
+
+/// Walk a shard as a stream (a download), reading through member data;
+/// gives the reader back.
+pub(crate) fn walk_stream<R: Read>(reader: R) -> (Walk, R) {
+    walk_with(reader, |walk, bytes, base| {
+        walk.segment(tar::Archive::new(bytes).entries(), base)
+    })
+}
+
+/// Index a local shard by seeking past member data.
+pub(crate) fn scan_file(path: &Path) -> io::Result<Index> {
+    let file = std::fs::File::open(path)?;
+    let shard_bytes = file.metadata()?.len();
+    Ok(walk_file(file).0.index(shard_bytes))
+}
+
+/// The walk: one tar segment after another, each begun at the next valid
+/// header after the damage that ended the last. `segment` walks the tar
+/// archive that starts at the reader's position, `base` bytes into the
+/// shard, and returns the error that ended it, if any.
+fn walk_with<R: Read>(
+    reader: R,
+    mut segment: impl FnMut(&mut Walk, &mut Tracked<R>, u64) -> Option<io::Error>,
+) -> (Walk, R) {
+    let mut bytes = Tracked {
+        inner: reader,
+        pos: 0,
+        base: 0,
+        back: Vec::new(),
+        at: 0,
+        failed: false,
+    };
+    let mut walk = Walk {
+        entries: Vec::new(),
+        end: 0,
+        error: None,
+        skips: Vec::new(),
+    };
+    loop {
+        let base = bytes.pos;
+        bytes.base = base;
+        let Some(e) = segment(&mut walk, &mut bytes, base) else {
+            break;
+        };
+        // Read on only past a header that failed: a read that failed is
+        // the download's (walked again whole: `remote::listing`), and a
+        // walk stopped inside a member's data (a shard cut short, a size
+        // past any seek) cannot know where the next header is.
+        if bytes.failed || bytes.pos < walk.end.saturating_add(BLOCK) {
+            walk.error = Some(e);
+            break;
+        }
+        match bytes.next_header() {
+            Ok(Some(next)) => {
+                walk.skips.push(Skip {
+                    at: walk.end,
+                    next,
+                    why: plain(&e),
+                    before: walk.entries.len(),
+                });
+                walk.end = next;
+            }
+            Ok(None) | Err(_) => {
+                walk.error = Some(e);
+                break;
+            }
+        }
+    }
+    (walk, bytes.inner)
+}
+
+impl Walk {
+    /// Walk one tar archive's entries (`Archive::entries`: a stream;
+    /// `entries_with_seek`: a file), `base` bytes into the shard; only
+    /// `cls` members' data is read.
+    fn segment<R: Read>(
+        &mut self,
+        entries: io::Result<tar::Entries<'_, R>>,
+        base: u64,
+    ) -> Option<io::Error> {
+        let entries = match entries {
+            Ok(e) => e,
+            Err(e) => return Some(e),
+        };
+        for entry in entries {
+            if let Err(e) = entry.and_then(|e| self.add(e, base)) {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    fn add<R: Read>(&mut self, mut entry: tar::Entry<'_, R>, base: u64) -> io::Result<()> {
+        let (offset, len) = (base.saturating_add(entry.raw_file_position()), entry.size());
+        // `entry_size` is the bytes stored in the archive (a sparse file's
+        // differ from its size).
+        let stored = entry.header().entry_size().unwrap_or(len);
+        self.end = offset.saturating_add(stored.div_ceil(BLOCK).saturating_mul(BLOCK));
+        if !entry.header().entry_type().is_file() {
+            return Ok(());
+        }
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let label = if key_and_extension(&name).1.eq_ignore_ascii_case("cls") {
+            let mut text = String::new();
+            let ok = entry.by_ref().take(64).read_to_string(&mut text).is_ok();
+            match text.trim().parse() {
+                Ok(l) if ok => Label::Value(l),
+                _ => Label::Bad,
+            }
+        } else {
+            Label::None
+        };
+        self.entries.push(Entry {
+            name,
+            offset,
+            len,
+            label,
+        });
+        Ok(())
+    }
+
+    /// The index of a shard of `shard_bytes` that this walk went over to
+    /// its end (every byte was read or seeked past; a stream that failed
+    /// is walked again instead). `damage` names each damaged header the
+    /// walk read past, and how the shard ends if it is cut short: by a
+    /// crash or a full disk while it was written or copied, the shard
+    /// keeps its members before the cut. The cut falls
+    /// * inside a header: the walk failed there;
+    /// * inside a member's data: that member reaches past the end (its
+    ///   sample fails when read; `Listing::add`);
+    /// * at a block: no end-of-archive block follows the last member.
+    ///   Every tar writer ends an archive with zero blocks (POSIX.1-1988
+    ///   `ustar`: two of them; GNU tar, Python's `tarfile`, the `tar`
+    ///   crate, Go's `archive/tar`), and the walk stops at the first, so a
+    ///   shard without one was cut at a member's edge, where buffered
+    ///   writers' cuts fall.
+    ///
+    /// A header that fails with no valid header after it, although bytes
+    /// follow, is damage, not a cut.
+    pub(crate) fn index(self, shard_bytes: u64) -> Index {
+        let past = |e: &Entry| e.offset.saturating_add(e.len) > shard_bytes;
+        let next_header = self.end.saturating_add(BLOCK);
+        let end = match (&self.error, self.entries.iter().find(|e| past(e))) {
+            (_, Some(e)) => Some(format!(
+                "cut short: the shard ends at byte {shard_bytes}, inside member {}",
+                e.name
+            )),
+            // A stream's walk fails reading past the last member's padding,
+            // a file's walk finds no header there: the same cut.
+            _ if shard_bytes <= self.end => Some(format!(
+                "cut short: the shard ends at byte {shard_bytes}, after a member, without \
+                 the tar's end-of-archive blocks"
+            )),
+            _ if shard_bytes < next_header => Some(format!(
+                "cut short: the shard ends at byte {shard_bytes}, inside a tar header"
+            )),
+            (Some(e), None) => Some(format!("a damaged tar header at byte {}: {e}", self.end)),
+            (None, None) => None,
+        };
+        let mut notes: Vec<String> = self
+            .skips
+            .iter()
+            .take(3)
+            .map(|s| {
+                format!(
+                    "a damaged tar header at byte {}: {}; the members up to the next header, \
+                     at byte {}, are lost",
+                    s.at, s.why, s.next
+                )
+            })
+            .collect();
+        if self.skips.len() > 3 {
+            notes.push(format!("{} more damaged headers", self.skips.len() - 3));
+        }
+        let mut borders: Vec<usize> = self.skips.iter().map(|s| s.before).collect();
+        if let Some(end) = end {
+            notes.push(format!("{end}; members after it are lost"));
+            borders.push(self.entries.len());
+        }
+        Index {
+            shard_bytes,
+            entries: self.entries,
+            damage: (!notes.is_empty()).then(|| notes.join("; ")),
+            borders,
+        }
+    }
+}
+
+/// An error's words fit for a message: the tar crate quotes a damaged
+/// header's fields, which may be any bytes.
+fn plain(e: &io::Error) -> String {
+    const MOST: usize = 120;
+    let mut s: String = e
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(MOST + 1)
+        .collect();
+    if s.len() > MOST {
+        s.truncate(MOST);
+        s.push_str("...");
+    }
+    s
+}
+
+/// A shard's bytes as the walk reads them: where it is (so that a walk
+/// stopped by a damaged header can go on at the next one), and the bytes
+/// it read ahead looking for that header, given back before the rest.
+struct Tracked<R> {
+    inner: R,
+    /// Bytes into the shard.
+    pos: u64,
+    /// Where the current tar segment began: the tar crate's positions
+    /// (and the seek results it keeps) count from there.
+    base: u64,
+    /// Read ahead and given back: `back[at..]` comes before `inner`.
+    back: Vec<u8>,
+    at: usize,
+    /// `inner` itself failed (not the tar inside it).
+    failed: bool,
+}
+
+impl<R: Read> Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = if self.at < self.back.len() {
+            let n = buf.len().min(self.back.len() - self.at);
+            buf[..n].copy_from_slice(&self.back[self.at..self.at + n]);
+            self.at += n;
+            n
+        } else {
+            self.inner.read(buf).inspect_err(|e| {
+                self.failed |= e.kind() != io::ErrorKind::Interrupted;
+            })?
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read + Seek> Seek for Tracked<R> {
+    /// Only moves relative to the position (the tar crate skips member
+    /// data with `SeekFrom::Current`); returns the position in the current
+    /// segment.
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let SeekFrom::Current(by) = to else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a shard walk seeks only from where it is",
+            ));
+        };
+        let ahead = self.back.len() - self.at;
+        let pos = self
+            .pos
+            .checked_add_signed(by)
+            .filter(|p| *p >= self.base)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek out of range"))?;
+        match usize::try_from(by) {
+            Ok(by) if by <= ahead => self.at += by,
+            _ => {
+                // `inner` is `ahead` bytes past `pos`.
+                let ahead = i64::try_from(ahead).unwrap_or(i64::MAX);
+                self.inner
+                    .seek(SeekFrom::Current(by.saturating_sub(ahead)))?;
+                self.back.clear();
+                self.at = 0;
+            }
+        }
+        self.pos = pos;
+        Ok(pos - self.base)
+    }
+}
+
+impl<R: Read> Tracked<R> {
+    /// Read on from the next block boundary to the next block that is a
+    /// valid `ustar` or GNU tar header, give it back unread, and return
+    /// its offset; `None` at the end of the bytes (a part block is no
+    /// header). Reads 64 KiB at a time: a file seeked past its members
+    /// so far is read through only after damage.
+    fn next_header(&mut self) -> io::Result<Option<u64>> {
+        let mut buf = vec![0u8; 64 << 10];
+        let align = (self.pos.next_multiple_of(BLOCK) - self.pos) as usize;
+        if self.fill(&mut buf[..align])? < align {
+            return Ok(None);
+        }
+        loop {
+            let n = self.fill(&mut buf)?;
+            for start in (0..n - n % BLOCK as usize).step_by(BLOCK as usize) {
+                if is_header(&buf[start..start + BLOCK as usize]) {
+                    let mut back = buf[start..n].to_vec();
+                    back.extend_from_slice(&self.back[self.at..]);
+                    self.pos -= (n - start) as u64;
+                    (self.back, self.at) = (back, 0);
+                    return Ok(Some(self.pos));
+                }
+            }
+            if n < buf.len() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Read until `buf` is full or the bytes end; how many were read.
+    fn fill(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Whether a block is a tar header the walk may go on from: `ustar`
+/// (POSIX.1-1988) or GNU magic, and a checksum that matches (the sum of
+/// its bytes with the checksum field read as spaces, as the tar crate and
+/// GNU tar check it). Old V7 headers, which have no magic, are not looked
+/// for: 8 bytes of magic and a checksum make a member's data read as a
+/// header only where the data is itself a tar archive.
+fn is_header(block: &[u8]) -> bool {
+    let header = tar::Header::from_byte_slice(block);
+    let sum = block[..148]
+        .iter()
+        .chain(&block[156..])
+        .map(|&b| u32::from(b))
+        .sum::<u32>()
+        + 8 * u32::from(b' ');
+    (header.as_ustar().is_some() || header.as_gnu().is_some()) && header.cksum().ok() == Some(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard() -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, body) in [
+            ("a.jpg", &[7u8; 700][..]),
+            ("a.cls", b"123"),
+            ("b.jpg", &[9u8; 512][..]),
+            ("b.cls", b"4"),
+            ("c.jpg", &[3u8; 70_000][..]),
+            ("c.cls", b"5"),
+        ] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, body).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    fn walk(data: &[u8], seek: bool) -> Index {
+        let w = if seek {
+            walk_file(io::Cursor::new(data)).0
+        } else {
+            walk_stream(data).0
+        };
+        w.index(data.len() as u64)
+    }
+
+    /// A shard cut at every length indexes the same whether walked as a
+    /// file (seeking past member data: local shards) or as a stream
+    /// (reading through it: a download from object storage), and a cut
+    /// anywhere before the end-of-archive blocks is damage.
+    #[test]
+    fn a_cut_shard_walks_the_same_as_a_file_and_as_a_stream() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        assert_eq!((full.damage.as_deref(), &full.borders[..]), (None, &[][..]));
+        assert_eq!(full.entries[1].label, Label::Value(123));
+        let archive_end = full.entries[5].offset + BLOCK;
+        for cut in 0..whole.len() {
+            let data = &whole[..cut];
+            let (file, stream) = (walk(data, true), walk(data, false));
+            assert_eq!(file, stream, "cut at {cut}");
+            let damaged = (cut as u64) < archive_end + BLOCK;
+            assert_eq!(file.damage.is_some(), damaged);
+            if damaged {
+                assert_eq!(file.borders, [file.entries.len()], "cut at {cut}");
+            }
+            for e in &file.entries {
+                if e.offset + e.len > cut as u64 {
+                    assert!(file.damage.as_deref().unwrap().contains(&e.name));
+                }
+            }
+        }
+    }
+
+    /// A header damaged anywhere in its 512 bytes loses that member only:
+    /// the walk goes on at the next header, as a file and as a stream,
+    /// and names where the damage was and where it went on.
+    #[test]
+    fn a_damaged_header_loses_only_its_member() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        for (i, e) in full.entries.iter().enumerate() {
+            let header = e.offset - BLOCK;
+            for byte in [0, 100, 148, 257, 511] {
+                let mut data = whole.clone();
+                data[(header + byte) as usize] ^= 0x21;
+                let (file, stream) = (walk(&data, true), walk(&data, false));
+                assert_eq!(file, stream, "member {i}, byte {byte}");
+                let mut expect = full.entries.clone();
+                expect.remove(i);
+                assert_eq!(file.entries, expect, "member {i}, byte {byte}");
+                assert_eq!(file.borders, [i], "member {i}, byte {byte}");
+                let why = file.damage.unwrap();
+                assert!(why.contains(&format!("header at byte {header}:")), "{why}");
+                let next = full.entries.get(i + 1).map(|n| n.offset - BLOCK);
+                if let Some(next) = next {
+                    assert!(
+                        why.contains(&format!("next header, at byte {next}")),
+                        "{why}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Damage over several headers and blocks of data: every member whose
+    /// header lies outside it is found, and a part block at the end of the
+    /// bytes is no header.
+    #[test]
+    fn damage_over_several_members_loses_only_theirs() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        let (from, to) = (full.entries[1].offset - BLOCK, full.entries[4].offset);
+        let mut data = whole.clone();
+        data[from as usize..to as usize].fill(0x5a);
+        let (file, stream) = (walk(&data, true), walk(&data, false));
+        assert_eq!(file, stream);
+        let names: Vec<&str> = file.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["a.jpg", "c.cls"]);
+        assert_eq!(file.borders, [1]);
+        // The end-of-archive blocks overwritten: the walk reads to the
+        // end and finds no more headers there.
+        let mut data = whole.clone();
+        let eoa = (full.entries[5].offset + BLOCK) as usize;
+        data[eoa..].fill(0x5a);
+        data.truncate(data.len() - 100);
+        let (file, stream) = (walk(&data, true), walk(&data, false));
+        assert_eq!(file, stream);
+        assert_eq!(file.entries, full.entries);
+        assert_eq!(file.borders, [6]);
+        assert!(file.damage.unwrap().contains("members after it are lost"));
+    }
+}
