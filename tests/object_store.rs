@@ -684,34 +684,50 @@ fn a_damaged_header_in_the_store_loses_only_its_sample() -> Outcome {
         .unwrap()
         .map(|e| e.unwrap().raw_file_position() - 512)
         .collect();
-    let mut bytes = whole.clone();
-    bytes[headers[2] as usize + 1] ^= 0x10;
-    let damaged = dir.path().join("damaged/shard-000001.tar");
-    std::fs::create_dir(damaged.parent().unwrap()).unwrap();
-    std::fs::write(&damaged, &bytes).unwrap();
-    server.upload("damaged", &[damaged]);
-    let url = format!("s3://{BUCKET}/damaged/shard-000001.tar");
-    let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
-    let why = &wds.left_out().damaged_shards[0].1;
-    assert!(
-        why.contains(&format!("damaged tar header at byte {}:", headers[2]))
-            && why.contains(&format!("next header, at byte {}", headers[3])),
-        "{why}"
-    );
-    let whole = Source::webdataset([local.to_str().unwrap()]).unwrap();
-    assert_eq!(wds.len(), whole.len() - 1);
-    let (mut got, mut want) = (Vec::new(), Vec::new());
-    for (i, s) in wds.samples().iter().enumerate() {
-        let j = whole
-            .samples()
-            .iter()
-            .position(|w| w.path.file_name() == s.path.file_name())
-            .unwrap();
-        assert_ne!(j, 1, "the damaged header's sample is not listed");
-        wds.read(i, &mut got, u64::MAX).unwrap();
-        whole.read(j, &mut want, u64::MAX).unwrap();
-        assert_eq!((got.len(), s.label), (want.len(), whole.samples()[j].label));
-        assert!(got == want, "{:?}", s.path);
+    // A bit flipped in sample 1's image header, and the same header zeroed
+    // (which reads as the tar's end).
+    for (n, zeroed) in [(0, false), (1, true)] {
+        let mut bytes = whole.clone();
+        let at = headers[2] as usize;
+        if zeroed {
+            bytes[at..at + 512].fill(0);
+        } else {
+            bytes[at + 1] ^= 0x10;
+        }
+        let damaged = dir.path().join(format!("damaged{n}/shard-000001.tar"));
+        std::fs::create_dir(damaged.parent().unwrap()).unwrap();
+        std::fs::write(&damaged, &bytes).unwrap();
+        server.upload(&format!("damaged{n}"), &[damaged]);
+        let url = format!("s3://{BUCKET}/damaged{n}/shard-000001.tar");
+        let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
+        let why = &wds.left_out().damaged_shards[0].1;
+        let (damage, next) = if zeroed {
+            (
+                format!("zero block at byte {at}, which ends a tar archive"),
+                format!("header after it at byte {}", headers[3]),
+            )
+        } else {
+            (
+                format!("damaged tar header at byte {at}:"),
+                format!("next header, at byte {}", headers[3]),
+            )
+        };
+        assert!(why.contains(&damage) && why.contains(&next), "{why}");
+        let whole = Source::webdataset([local.to_str().unwrap()]).unwrap();
+        assert_eq!(wds.len(), whole.len() - 1);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (i, s) in wds.samples().iter().enumerate() {
+            let j = whole
+                .samples()
+                .iter()
+                .position(|w| w.path.file_name() == s.path.file_name())
+                .unwrap();
+            assert_ne!(j, 1, "the damaged header's sample is not listed");
+            wds.read(i, &mut got, u64::MAX).unwrap();
+            whole.read(j, &mut want, u64::MAX).unwrap();
+            assert_eq!((got.len(), s.label), (want.len(), whole.samples()[j].label));
+            assert!(got == want, "{:?}", s.path);
+        }
     }
     Ok(())
 }

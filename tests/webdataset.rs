@@ -22,6 +22,7 @@ common::tests!(
     a_cut_index_file_loses_no_sample,
     a_cut_shard_keeps_the_samples_before_the_cut,
     a_damaged_header_loses_only_its_sample,
+    a_zeroed_page_loses_only_its_samples,
 );
 
 use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
@@ -316,6 +317,67 @@ fn a_damaged_header_loses_only_its_sample() {
             ),
         }
     }
+}
+
+/// A 4 KiB page of a shard zeroed (what a crash leaves where data had not
+/// reached the disk, or a parallel download's hole): a zero block reads as
+/// the tar's end, and before, every sample after it was left out without a
+/// word. Now only the samples whose headers lay in the page are lost, the
+/// shard is named, and every sample none of whose bytes were zeroed reads
+/// back whole.
+fn a_zeroed_page_loses_only_its_samples() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack(&folder, dir.path(), 8);
+    let layout = members(&shards[0]);
+    let page = (layout[6].1 - 512) / 4096 * 4096..(layout[6].1 - 512) / 4096 * 4096 + 4096;
+    let mut bytes = std::fs::read(&shards[0]).unwrap();
+    bytes[page.start as usize..page.end as usize].fill(0);
+    std::fs::write(&shards[0], &bytes).unwrap();
+    let s = Source::webdataset(shards.iter().map(|p| p.to_str().unwrap())).unwrap();
+    let damaged = &s.left_out().damaged_shards;
+    assert_eq!(damaged.len(), 1);
+    assert_eq!(damaged[0].0, shards[0]);
+    assert!(
+        damaged[0].1.contains("which ends a tar archive"),
+        "{damaged:?}"
+    );
+    // Member m (sample m / 2): its header and its data.
+    let header = |m: usize| layout[m].1 - 512..layout[m].1;
+    let data = |m: usize| layout[m].1..layout[m].1 + layout[m].2;
+    let hit = |r: std::ops::Range<u64>| r.start < page.end && page.start < r.end;
+    let lost: Vec<usize> = (0..layout.len()).filter(|&m| hit(header(m))).collect();
+    assert!(lost.contains(&6));
+    let mut buf = Vec::new();
+    let mut read_whole = 0;
+    for (n, f) in folder.samples().iter().enumerate() {
+        let key = dir
+            .path()
+            .join(format!("shard-{:06}.tar/{n:09}.jpg", n / 8));
+        let Some(i) = s.samples().iter().position(|x| x.path == key) else {
+            assert!(n < 8 && lost.contains(&(2 * n)), "sample {n} left out");
+            continue;
+        };
+        let touched = n < 8 && (2 * n..2 * n + 2).any(|m| hit(header(m)) || hit(data(m)));
+        match s.read(i, &mut buf, u64::MAX) {
+            Ok(()) if !touched => {
+                assert_eq!(buf, std::fs::read(&f.path).unwrap(), "{key:?}");
+                assert_eq!(s.samples()[i].label, f.label, "{key:?}");
+                read_whole += 1;
+            }
+            // Zeroed data is not detectable in a tar (it has no data
+            // checksums); the decoder meets it.
+            Ok(()) => {}
+            Err(e) => assert!(
+                n < 8 && lost.contains(&(2 * n + 1)) && e.to_string().contains("no cls member"),
+                "{key:?}: {e}"
+            ),
+        }
+    }
+    let touched = (0..8)
+        .filter(|n| (2 * n..2 * n + 2).any(|m| hit(header(m)) || hit(data(m))))
+        .count();
+    assert_eq!(read_whole, folder.len() - touched);
 }
 
 fn shards_split_across_ranks_like_the_folder() {

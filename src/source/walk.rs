@@ -9,6 +9,9 @@
 //! like GNU tar ("skipping to next header"), the walk reads on, block by
 //! block, to the next block that is a valid `ustar` header, and goes on
 //! from there. Only the members whose headers lay in the damage are lost.
+//! The same holds for a header zeroed out, which reads as the end of the
+//! archive: a walk that ends reads the rest of the shard, and a header
+//! there is damage read past, not bytes to drop without a word.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -21,12 +24,8 @@ pub(crate) const BLOCK: u64 = 512;
 /// A stretch of a shard the walk read past without a valid header.
 #[derive(Debug)]
 struct Skip {
-    /// Where the damaged header was.
-    at: u64,
-    /// The next valid header, where the walk went on.
-    next: u64,
-    /// What was wrong with the header at `at`.
-    why: String,
+    /// Where, what was wrong there, and what it cost.
+    note: String,
     /// How many members the walk had found before it.
     before: usize,
 }
@@ -42,6 +41,13 @@ pub(crate) struct Walk {
     pub(crate) error: Option<io::Error>,
     /// The damage the walk read past, in shard order.
     skips: Vec<Skip>,
+    /// `error` is the reader's own (I/O), not the tar's.
+    read_failed: bool,
+    /// The archive's end (its first zero block) and the first byte after
+    /// it that is not zero: writers pad an archive with zeros, so a byte
+    /// that is not zero there is what is left of members whose headers
+    /// were lost.
+    stray: Option<(u64, u64)>,
 }
 
 /// Walk a local shard (or any bytes that seek), seeking past member data;
@@ -82,39 +88,80 @@ fn walk_with<R: Read>(
         back: Vec::new(),
         at: 0,
         failed: false,
+        stray: None,
     };
     let mut walk = Walk {
         entries: Vec::new(),
         end: 0,
         error: None,
         skips: Vec::new(),
+        read_failed: false,
+        stray: None,
     };
     loop {
         let base = bytes.pos;
         bytes.base = base;
         let Some(e) = segment(&mut walk, &mut bytes, base) else {
-            break;
+            // The tar ended at a zero block (the tar crate, like Python's
+            // `tarfile`, ends an archive at the first) or at the end of the
+            // bytes. A zero block with tar headers after it is damage:
+            // bytes zeroed where a header was (a crash before the data
+            // reached the disk, a hole left by a parallel download), or
+            // archives joined with `cat` instead of `tar -A`. The walk reads
+            // the rest of the shard (after a whole tar: its end blocks and
+            // padding) and goes on from the next header, as `tar -i` does.
+            let zero = bytes.pos.saturating_sub(BLOCK);
+            match bytes.next_header() {
+                Ok(Some(next)) => {
+                    walk.skips.push(Skip {
+                        note: format!(
+                            "a zero block at byte {}, which ends a tar archive, with a tar \
+                             header after it at byte {next}: the members whose headers lay \
+                             between, if any, are lost",
+                            zero
+                        ),
+                        before: walk.entries.len(),
+                    });
+                    walk.end = next;
+                    continue;
+                }
+                Ok(None) => {
+                    walk.stray = bytes.stray.map(|at| (zero, at));
+                    break;
+                }
+                Err(e) => {
+                    (walk.error, walk.read_failed) = (Some(e), true);
+                    break;
+                }
+            }
         };
         // Read on only past a header that failed: a read that failed is
         // the download's (walked again whole: `remote::listing`), and a
         // walk stopped inside a member's data (a shard cut short, a size
         // past any seek) cannot know where the next header is.
         if bytes.failed || bytes.pos < walk.end.saturating_add(BLOCK) {
-            walk.error = Some(e);
+            (walk.error, walk.read_failed) = (Some(e), bytes.failed);
             break;
         }
         match bytes.next_header() {
             Ok(Some(next)) => {
                 walk.skips.push(Skip {
-                    at: walk.end,
-                    next,
-                    why: plain(&e),
+                    note: format!(
+                        "a damaged tar header at byte {}: {}; the members up to the next \
+                         header, at byte {next}, are lost",
+                        walk.end,
+                        plain(&e)
+                    ),
                     before: walk.entries.len(),
                 });
                 walk.end = next;
             }
-            Ok(None) | Err(_) => {
+            Ok(None) => {
                 walk.error = Some(e);
+                break;
+            }
+            Err(read) => {
+                (walk.error, walk.read_failed) = (Some(read), true);
                 break;
             }
         }
@@ -189,7 +236,8 @@ impl Walk {
     ///   writers' cuts fall.
     ///
     /// A header that fails with no valid header after it, although bytes
-    /// follow, is damage, not a cut.
+    /// follow, is damage, not a cut; so are bytes that are not zero after
+    /// the archive's end.
     pub(crate) fn index(self, shard_bytes: u64) -> Index {
         let past = |e: &Entry| e.offset.saturating_add(e.len) > shard_bytes;
         let next_header = self.end.saturating_add(BLOCK);
@@ -207,21 +255,20 @@ impl Walk {
             _ if shard_bytes < next_header => Some(format!(
                 "cut short: the shard ends at byte {shard_bytes}, inside a tar header"
             )),
+            (Some(e), None) if self.read_failed => Some(format!(
+                "the shard could not be read on from the tar header at byte {}: {e}",
+                self.end
+            )),
             (Some(e), None) => Some(format!("a damaged tar header at byte {}: {e}", self.end)),
-            (None, None) => None,
-        };
-        let mut notes: Vec<String> = self
-            .skips
-            .iter()
-            .take(3)
-            .map(|s| {
+            (None, None) => self.stray.map(|(zero, at)| {
                 format!(
-                    "a damaged tar header at byte {}: {}; the members up to the next header, \
-                     at byte {}, are lost",
-                    s.at, s.why, s.next
+                    "a zero block at byte {zero} ends the tar, but bytes that are not zero \
+                     follow it from byte {at} (a header zeroed, or bytes left from an earlier \
+                     file)"
                 )
-            })
-            .collect();
+            }),
+        };
+        let mut notes: Vec<String> = self.skips.iter().take(3).map(|s| s.note.clone()).collect();
         if self.skips.len() > 3 {
             notes.push(format!("{} more damaged headers", self.skips.len() - 3));
         }
@@ -277,6 +324,8 @@ struct Tracked<R> {
     at: usize,
     /// `inner` itself failed (not the tar inside it).
     failed: bool,
+    /// Set by `next_header`.
+    stray: Option<u64>,
 }
 
 impl<R: Read> Read for Tracked<R> {
@@ -333,12 +382,16 @@ impl<R: Read> Tracked<R> {
     /// Read on from the next block boundary to the next block that is a
     /// valid `ustar` or GNU tar header, give it back unread, and return
     /// its offset; `None` at the end of the bytes (a part block is no
-    /// header). Reads 64 KiB at a time: a file seeked past its members
-    /// so far is read through only after damage.
+    /// header), with `stray` set to the first byte read that is not zero,
+    /// if any. Reads 64 KiB at a time: a file seeked past its members so
+    /// far is read through only after damage or past the archive's end.
     fn next_header(&mut self) -> io::Result<Option<u64>> {
         let mut buf = vec![0u8; 64 << 10];
+        self.stray = None;
         let align = (self.pos.next_multiple_of(BLOCK) - self.pos) as usize;
-        if self.fill(&mut buf[..align])? < align {
+        let n = self.fill(&mut buf[..align])?;
+        self.note_stray(&buf[..n]);
+        if n < align {
             return Ok(None);
         }
         loop {
@@ -352,9 +405,20 @@ impl<R: Read> Tracked<R> {
                     return Ok(Some(self.pos));
                 }
             }
+            self.note_stray(&buf[..n]);
             if n < buf.len() {
                 return Ok(None);
             }
+        }
+    }
+
+    /// Remember the first byte that is not zero in `read`, the bytes just
+    /// read (they end at `pos`).
+    fn note_stray(&mut self, read: &[u8]) {
+        if self.stray.is_none()
+            && let Some(i) = read.iter().position(|&b| b != 0)
+        {
+            self.stray = Some(self.pos - (read.len() - i) as u64);
         }
     }
 
@@ -450,6 +514,19 @@ mod tests {
         }
     }
 
+    /// Walks `data` as a file and as a stream, asserts that both lost
+    /// member `i` of the whole shard's index `full` and nothing else, and
+    /// returns what the damage note says.
+    fn lost_only(data: &[u8], full: &Index, i: usize) -> String {
+        let (file, stream) = (walk(data, true), walk(data, false));
+        assert_eq!(file, stream, "member {i}");
+        let mut expect = full.entries.clone();
+        expect.remove(i);
+        assert_eq!(file.entries, expect, "member {i}");
+        assert_eq!(file.borders, [i], "member {i}");
+        file.damage.unwrap()
+    }
+
     /// A header damaged anywhere in its 512 bytes loses that member only:
     /// the walk goes on at the next header, as a file and as a stream,
     /// and names where the damage was and where it went on.
@@ -462,13 +539,7 @@ mod tests {
             for byte in [0, 100, 148, 257, 511] {
                 let mut data = whole.clone();
                 data[(header + byte) as usize] ^= 0x21;
-                let (file, stream) = (walk(&data, true), walk(&data, false));
-                assert_eq!(file, stream, "member {i}, byte {byte}");
-                let mut expect = full.entries.clone();
-                expect.remove(i);
-                assert_eq!(file.entries, expect, "member {i}, byte {byte}");
-                assert_eq!(file.borders, [i], "member {i}, byte {byte}");
-                let why = file.damage.unwrap();
+                let why = lost_only(&data, &full, i);
                 assert!(why.contains(&format!("header at byte {header}:")), "{why}");
                 let next = full.entries.get(i + 1).map(|n| n.offset - BLOCK);
                 if let Some(next) = next {
@@ -507,5 +578,84 @@ mod tests {
         assert_eq!(file.entries, full.entries);
         assert_eq!(file.borders, [6]);
         assert!(file.damage.unwrap().contains("members after it are lost"));
+    }
+
+    /// A header zeroed out reads as the tar's end: the walk reads on, finds
+    /// the next header, and loses only the zeroed member; the last member
+    /// zeroed leaves its data after the end, which is damage too. Whole
+    /// members zeroed are read past the same way.
+    #[test]
+    fn a_zeroed_header_loses_only_its_member() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        for (i, e) in full.entries.iter().enumerate() {
+            let header = (e.offset - BLOCK) as usize;
+            let mut data = whole.clone();
+            data[header..header + BLOCK as usize].fill(0);
+            let why = lost_only(&data, &full, i);
+            assert!(
+                why.contains(&format!("zero block at byte {header}")),
+                "{why}"
+            );
+            match full.entries.get(i + 1) {
+                Some(n) => assert!(
+                    why.contains(&format!("header after it at byte {}", n.offset - BLOCK)),
+                    "{why}"
+                ),
+                None => assert!(why.contains(&format!("from byte {}", e.offset)), "{why}"),
+            }
+        }
+        // b.jpg and b.cls zeroed whole, headers and data.
+        let (from, to) = (
+            full.entries[2].offset - BLOCK,
+            full.entries[4].offset - BLOCK,
+        );
+        let mut data = whole.clone();
+        data[from as usize..to as usize].fill(0);
+        let (file, stream) = (walk(&data, true), walk(&data, false));
+        assert_eq!(file, stream);
+        let names: Vec<&str> = file.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["a.jpg", "a.cls", "c.jpg", "c.cls"]);
+        assert_eq!(file.borders, [2]);
+    }
+
+    /// What may follow a whole tar: padding to a record (Python's
+    /// `tarfile` and GNU tar pad to 10 KiB) is no damage; a second archive
+    /// joined with `cat` is read on and reported; bytes left from an
+    /// earlier, longer file are reported.
+    #[test]
+    fn what_follows_the_end_of_the_archive() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        let mut padded = whole.clone();
+        padded.resize(whole.len().next_multiple_of(10240) + 10240, 0);
+        let (file, stream) = (walk(&padded, true), walk(&padded, false));
+        assert_eq!(file, stream);
+        assert_eq!((&file.entries, file.damage), (&full.entries, None));
+
+        let joined = [&whole[..], &whole[..]].concat();
+        let (file, stream) = (walk(&joined, true), walk(&joined, false));
+        assert_eq!(file, stream);
+        assert_eq!(file.entries.len(), 12);
+        assert_eq!(
+            file.entries[6].offset,
+            full.entries[0].offset + whole.len() as u64
+        );
+        assert_eq!(file.borders, [6]);
+        assert!(file.damage.unwrap().contains("if any, are lost"));
+
+        let mut stale = whole.clone();
+        let eoa = (full.entries[5].offset + BLOCK) as usize;
+        stale[eoa + 700] = b'x';
+        let (file, stream) = (walk(&stale, true), walk(&stale, false));
+        assert_eq!(file, stream);
+        assert_eq!(file.entries, full.entries);
+        assert_eq!(file.borders, [6]);
+        let why = file.damage.unwrap();
+        assert!(
+            why.contains(&format!("zero block at byte {eoa} ends the tar"))
+                && why.contains(&format!("from byte {}", eoa + 700)),
+            "{why}"
+        );
     }
 }
