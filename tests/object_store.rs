@@ -37,6 +37,7 @@ common::serial_tests!(
     a_vanished_shard_costs_its_samples_only,
     a_shard_cut_short_in_the_store_keeps_the_samples_before_the_cut,
     a_damaged_header_in_the_store_loses_only_its_sample,
+    an_index_beside_a_shard_packed_again_is_not_trusted,
     credentials_never_appear_in_errors,
     pack_bench_and_scan_take_s3_urls,
     streaming_from_s3_reads_whole_chunks,
@@ -729,6 +730,55 @@ fn a_damaged_header_in_the_store_loses_only_its_sample() -> Outcome {
             assert!(got == want, "{:?}", s.path);
         }
     }
+    Ok(())
+}
+
+/// A shard uploaded again with its members in another order, beside its
+/// old `SHARD.idx`: same size, so the index fitted, and each sample read
+/// another member's bytes. The index's probes are checked against their
+/// tar headers with ranged requests, and the shard is walked instead.
+fn an_index_beside_a_shard_packed_again_is_not_trusted() -> Outcome {
+    let server = Server::start()?;
+    let (dir, _) = sample_shards(&server);
+    let local = dir.path().join("shard-000001.tar");
+    let mut members: Vec<(String, Vec<u8>)> =
+        tar::Archive::new(std::fs::File::open(&local).unwrap())
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let mut e = e.unwrap();
+                let mut data = Vec::new();
+                e.read_to_end(&mut data).unwrap();
+                (e.path().unwrap().display().to_string(), data)
+            })
+            .collect();
+    members.reverse();
+    let again = dir.path().join("again/shard-000001.tar");
+    std::fs::create_dir(again.parent().unwrap()).unwrap();
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in &members {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, name, &data[..]).unwrap();
+    }
+    let bytes = b.into_inner().unwrap();
+    assert_eq!(bytes.len() as u64, std::fs::metadata(&local).unwrap().len());
+    std::fs::write(&again, &bytes).unwrap();
+    server.upload("sample", &[again]);
+    let url = format!("s3://{BUCKET}/sample/shard-000001.tar");
+    let wds = Source::webdataset_with([&url], &options(&server.endpoint())).unwrap();
+    let mut got = Vec::new();
+    for (i, s) in wds.samples().iter().enumerate() {
+        let key = s.path.file_name().unwrap().to_str().unwrap();
+        let want = &members.iter().find(|m| m.0 == key).expect(key).1;
+        wds.read(i, &mut got, u64::MAX).unwrap();
+        assert!(got == *want, "{key}");
+        let cls = key.replace(".jpg", ".cls");
+        let label = &members.iter().find(|m| m.0 == cls).expect(key).1;
+        assert_eq!(s.label.to_string().as_bytes(), &label[..], "{key}");
+    }
+    assert_eq!(wds.len() * 2, members.len());
     Ok(())
 }
 

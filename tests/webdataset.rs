@@ -23,6 +23,7 @@ common::tests!(
     a_cut_shard_keeps_the_samples_before_the_cut,
     a_damaged_header_loses_only_its_sample,
     a_zeroed_page_loses_only_its_samples,
+    an_index_of_a_shard_packed_again_is_not_trusted,
 );
 
 use gpufeed::{Error, Pipeline, Source, sampler::ShardMode};
@@ -44,6 +45,15 @@ fn pack(source: &Source, dir: &Path, per_shard: usize) -> Vec<PathBuf> {
         b.into_inner().unwrap();
         shards.push(path);
     }
+    shards
+}
+
+/// [`pack`] with 8 samples a shard, and `SHARD.idx` beside each, as
+/// `gpufeed pack` leaves them.
+fn pack_and_index(source: &Source, dir: &Path) -> Vec<PathBuf> {
+    let shards = pack(source, dir, 8);
+    let names = shards.iter().map(|p| p.to_str().unwrap());
+    gpufeed::source::index_shards(names, &Default::default()).unwrap();
     shards
 }
 
@@ -137,9 +147,8 @@ fn members(shard: &Path) -> Vec<(String, u64, u64)> {
 fn a_cut_shard_keeps_the_samples_before_the_cut() {
     let folder = Source::image_folder(common::sample_dir()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let shards = pack(&folder, dir.path(), 8);
+    let shards = pack_and_index(&folder, dir.path());
     let names: Vec<&str> = shards.iter().map(|p| p.to_str().unwrap()).collect();
-    gpufeed::source::index_shards(&names, &Default::default()).unwrap();
     let whole = std::fs::read(&shards[1]).unwrap();
     let layout = members(&shards[1]);
     let last_end = layout
@@ -316,6 +325,52 @@ fn a_damaged_header_loses_only_its_sample() {
                 "{key:?}: {e}"
             ),
         }
+    }
+}
+
+/// A shard packed again with the same samples in another order has the
+/// same size (a tar's size does not depend on the order), so its old
+/// `SHARD.idx` fitted it, and before, every sample read another's bytes
+/// under its own label. Now the index's first, middle and last members
+/// are checked against their tar headers, and the shard is walked.
+fn an_index_of_a_shard_packed_again_is_not_trusted() {
+    let folder = Source::image_folder(common::sample_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = pack_and_index(&folder, dir.path());
+    let names: Vec<&str> = shards.iter().map(|p| p.to_str().unwrap()).collect();
+    let before = std::fs::metadata(&shards[0]).unwrap().len();
+    let mut b = tar::Builder::new(std::fs::File::create(&shards[0]).unwrap());
+    for n in (0..8).rev() {
+        let s = &folder.samples()[n];
+        append(
+            &mut b,
+            &format!("{n:09}.jpg"),
+            &std::fs::read(&s.path).unwrap(),
+        );
+        append(
+            &mut b,
+            &format!("{n:09}.cls"),
+            s.label.to_string().as_bytes(),
+        );
+    }
+    b.into_inner().unwrap();
+    assert_eq!(std::fs::metadata(&shards[0]).unwrap().len(), before);
+    let wds = Source::webdataset(&names).unwrap();
+    assert_eq!(wds.len(), folder.len());
+    let mut buf = Vec::new();
+    for (i, s) in wds.samples().iter().enumerate() {
+        let n: usize = s
+            .path
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let f = &folder.samples()[n];
+        wds.read(i, &mut buf, u64::MAX).unwrap();
+        assert!(buf == std::fs::read(&f.path).unwrap(), "{:?}", s.path);
+        assert_eq!(s.label, f.label, "{:?}", s.path);
     }
 }
 

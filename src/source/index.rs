@@ -170,6 +170,20 @@ impl Index {
         })
     }
 
+    /// The members by which an index read from a file is checked against
+    /// its shard before it is used (`walk::heads`): the first, the middle
+    /// and the last. Fitting the shard's size is not enough: a shard
+    /// written again with the same members in another order (packed
+    /// again, shuffled) has the same size, since a tar's size does not
+    /// depend on the order, and its old index would read other members'
+    /// bytes under its own labels.
+    pub(crate) fn probes(&self) -> Vec<&Entry> {
+        let n = self.entries.len();
+        let mut at = vec![0, n / 2, n.saturating_sub(1)];
+        at.dedup();
+        at.into_iter().filter_map(|i| self.entries.get(i)).collect()
+    }
+
     /// Whether every member lies inside a shard of `shard_bytes`.
     pub(crate) fn fits(&self, shard_bytes: u64) -> bool {
         self.shard_bytes == shard_bytes

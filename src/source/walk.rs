@@ -454,6 +454,22 @@ fn is_header(block: &[u8]) -> bool {
     (header.as_ustar().is_some() || header.as_gnu().is_some()) && header.cksum().ok() == Some(sum)
 }
 
+/// Whether `block`, the 512 bytes before member `e`'s data, is `e`'s own
+/// tar header: a valid one, of a file of `e`'s size and name. A name too
+/// long for the header is checked by its start, which GNU and PAX writers
+/// (the tar crate, Python's `tarfile`) put there beside the whole name;
+/// a name they had to alter (not UTF-8, not ASCII for `tarfile`) fails
+/// the check, and the shard is walked instead.
+pub(crate) fn heads(block: &[u8], e: &Entry) -> bool {
+    if block.len() != BLOCK as usize || !is_header(block) {
+        return false;
+    }
+    let h = tar::Header::from_byte_slice(block);
+    let (name, full) = (h.path_bytes(), e.name.as_bytes());
+    let named = *name == *full || (full.len() > 100 && name.len() >= 97 && full.starts_with(&name));
+    h.entry_type().is_file() && h.entry_size().ok() == Some(e.len) && named
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,5 +673,45 @@ mod tests {
                 && why.contains(&format!("from byte {}", eoa + 700)),
             "{why}"
         );
+    }
+
+    /// A member's own header confirms it; another member's, a header of
+    /// another size, or a block that is no header does not. A name too
+    /// long for the header is confirmed by the start the header keeps.
+    #[test]
+    fn a_member_is_confirmed_by_its_own_header_only() {
+        let whole = shard();
+        let full = walk(&whole, true);
+        let block = |e: &Entry| &whole[(e.offset - BLOCK) as usize..e.offset as usize];
+        for (i, e) in full.entries.iter().enumerate() {
+            for (j, other) in full.entries.iter().enumerate() {
+                assert_eq!(heads(block(other), e), i == j, "{i} {j}");
+            }
+            let mut longer = e.clone();
+            longer.len += 1;
+            assert!(!heads(block(e), &longer));
+        }
+        assert!(!heads(&whole[..100], &full.entries[0]));
+        let long = format!("{}/{}.jpg", "d".repeat(90), "k".repeat(80));
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(3);
+        h.set_mode(0o644);
+        b.append_data(&mut h, &long, &b"abc"[..]).unwrap();
+        let data = b.into_inner().unwrap();
+        let ix = walk(&data, true);
+        let e = &ix.entries[0];
+        assert_eq!(e.name, long);
+        assert!(heads(
+            &data[(e.offset - BLOCK) as usize..e.offset as usize],
+            e
+        ));
+        let mut other = e.clone();
+        other.name.push('x');
+        other.name.remove(0);
+        assert!(!heads(
+            &data[(e.offset - BLOCK) as usize..e.offset as usize],
+            &other
+        ));
     }
 }

@@ -157,18 +157,37 @@ pub(crate) fn expand_all<S: AsRef<str>>(
     Ok(out)
 }
 
-/// A local shard's index: `SHARD.idx` when it fits the shard, else its
-/// tar headers (a seek per member).
+/// A local shard's index: `SHARD.idx` when it fits the shard and its
+/// probes' headers confirm it (`Index::probes`), else its tar headers (a
+/// seek per member).
 fn local_index(shard: &Path) -> std::io::Result<Index> {
     let size = std::fs::metadata(shard)?.len();
     if let Some(ix) = std::fs::read_to_string(index::beside(shard))
         .ok()
         .and_then(|t| Index::parse(&t))
-        .filter(|ix| ix.fits(size))
+        .filter(|ix| ix.fits(size) && confirmed(shard, ix))
     {
         return Ok(ix);
     }
     super::walk::scan_file(shard)
+}
+
+/// Whether the tar header before each of `ix`'s probes is that member's
+/// (three reads of 512 bytes). A read that fails leaves the index
+/// unconfirmed: the walk then meets the failure and names it.
+fn confirmed(shard: &Path, ix: &Index) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(file) = std::fs::File::open(shard) else {
+        return false;
+    };
+    let mut block = [0u8; super::walk::BLOCK as usize];
+    ix.probes().iter().all(|e| {
+        e.offset >= super::walk::BLOCK
+            && file
+                .read_exact_at(&mut block, e.offset - super::walk::BLOCK)
+                .is_ok()
+            && super::walk::heads(&block, e)
+    })
 }
 
 pub(super) fn list(shards: &[PathBuf]) -> Result<Source> {

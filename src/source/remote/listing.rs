@@ -17,6 +17,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use super::{Failure, Store, open, redact_with, runtime, secrets};
 use crate::error::{Error, Result, SampleError};
 use crate::source::index::{Index, Listing};
+use crate::source::walk::{BLOCK, heads};
 use crate::source::webdataset::matching;
 use crate::source::{LeftOut, Shards, Source, StoreOptions};
 
@@ -59,7 +60,7 @@ impl Read for Body<'_> {
 }
 
 /// FNV-1a: a stable name for a cached index (not a security boundary:
-/// a cached index is checked against the shard's size before use).
+/// a cached index is checked against the shard before use).
 fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
@@ -69,7 +70,9 @@ fn fnv(text: &str) -> u64 {
 impl Store {
     /// Shard `i`'s index: `SHARD.idx` beside it in the store, else the
     /// cache folder's copy, else a walk of the whole shard (then cached).
-    /// Each is used only if it fits the shard's present size.
+    /// Each is used only if it fits the shard's present size and, unless
+    /// it is the cache's copy for the shard's present ETag, if the tar
+    /// headers of its probes confirm it (`Index::probes`).
     fn index(&self, i: usize) -> std::result::Result<Index, SampleError> {
         let (store, path) = &self.objects[i];
         let url = &self.urls[i];
@@ -84,7 +87,7 @@ impl Store {
         if let Some(ix) = found
             .and_then(|b| String::from_utf8(b.to_vec()).ok())
             .and_then(|t| Index::parse(&t))
-            .filter(|ix| ix.fits(meta.size))
+            .filter(|ix| ix.fits(meta.size) && self.confirmed(i, ix))
         {
             return Ok(ix);
         }
@@ -99,7 +102,7 @@ impl Store {
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
             .and_then(|t| Index::parse(&t))
-            .filter(|ix| ix.fits(meta.size))
+            .filter(|ix| ix.fits(meta.size) && (meta.e_tag.is_some() || self.confirmed(i, ix)))
         {
             return Ok(ix);
         }
@@ -111,6 +114,23 @@ impl Store {
             let _ = write_atomic(&file, ix.to_text().as_bytes());
         }
         Ok(ix)
+    }
+
+    /// Whether the tar header before each of `ix`'s probes is that
+    /// member's: a ranged request of 512 bytes each, all at once. A
+    /// request that fails leaves the index unconfirmed (the walk retries).
+    fn confirmed(&self, i: usize, ix: &Index) -> bool {
+        let probes = ix.probes();
+        let retries = AtomicU64::new(0);
+        let reads = probes.iter().map(|e| {
+            let header = e.offset.saturating_sub(BLOCK)..e.offset;
+            self.fetch(i as u32, header, &retries)
+        });
+        let got = self.block_on(futures_util::future::join_all(reads));
+        probes
+            .iter()
+            .zip(got)
+            .all(|(e, b)| b.is_ok_and(|b| heads(&b, e)))
     }
 
     /// Download shard `i` once, walking its tar headers as it streams. A
